@@ -1,0 +1,77 @@
+# Set-up shared by ./a3g and scripts/test; sourced, not run.
+#
+# Installs what the build needs and cannot take for granted, into .deps/ inside the
+# checkout (git-ignored, nothing system-wide):
+#   - libtorch 2.11.0, from the PyPI wheel torch==2.11.0 (with its CUDA libraries),
+#     unless LIBTORCH or LIBTORCH_USE_PYTORCH already points at one;
+#   - cmake, from PyPI's `cmake` package, only when the system has none.
+# Every step is skipped once done, so a warm call costs a few file tests.
+
+A3G_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+A3G_DEPS="$A3G_ROOT/.deps"
+A3G_TORCH_VERSION=2.11.0
+
+a3g_say() { printf 'a3g: %s\n' "$*" >&2; }
+a3g_fail() { printf 'a3g: error: %s\n' "$*" >&2; exit 1; }
+
+# pip into a fresh folder, renamed into place only when complete, so an interrupted
+# install is redone instead of being mistaken for a finished one.
+a3g_pip_install() {
+    local target=$1; shift
+    command -v python3 >/dev/null ||
+        a3g_fail "python3 with pip is needed to fetch $*; install python3 and python3-pip, or see README.md"
+    python3 -m pip --version >/dev/null 2>&1 ||
+        a3g_fail "pip is missing for python3; install python3-pip (Debian) or run 'python3 -m ensurepip'"
+    rm -rf "$target.partial"
+    mkdir -p "$A3G_DEPS"
+    python3 -m pip install --disable-pip-version-check --no-input --root-user-action=ignore \
+        --progress-bar on --target "$target.partial" "$@" ||
+        a3g_fail "pip could not install $*; check the network and the disk space, then run again"
+    rm -rf "$target"
+    mv "$target.partial" "$target"
+}
+
+a3g_ensure_libtorch() {
+    if [[ -n ${LIBTORCH:-} ]]; then
+        [[ -e $LIBTORCH/lib/libtorch_cpu.so ]] ||
+            a3g_fail "LIBTORCH=$LIBTORCH has no lib/libtorch_cpu.so; point it at a libtorch $A3G_TORCH_VERSION folder or unset it"
+        return
+    fi
+    [[ -n ${LIBTORCH_USE_PYTORCH:-} ]] && return
+    local torch_dir="$A3G_DEPS/torch"
+    if [[ ! -e $torch_dir/.a3g-torch-$A3G_TORCH_VERSION ]]; then
+        a3g_say "installing libtorch $A3G_TORCH_VERSION: PyPI wheel torch==$A3G_TORCH_VERSION and its CUDA libraries"
+        a3g_say "  into $torch_dir (about 1 GB download, 4.6 GB on disk, 1-3 minutes)"
+        a3g_pip_install "$torch_dir" "torch==$A3G_TORCH_VERSION"
+        touch "$torch_dir/.a3g-torch-$A3G_TORCH_VERSION"
+        a3g_say "libtorch installed"
+    fi
+    export LIBTORCH="$torch_dir/torch"
+}
+
+a3g_ensure_cmake() {
+    # ALE 0.6 declares cmake_minimum_required(2.6), which cmake 4 refuses unless told
+    # the oldest policy level it may assume; older cmake ignores this variable.
+    export CMAKE_POLICY_VERSION_MINIMUM=3.5
+    command -v cmake >/dev/null && return
+    local cmake_dir="$A3G_DEPS/cmake"
+    if [[ ! -x $cmake_dir/cmake/data/bin/cmake ]]; then
+        a3g_say "installing cmake (needed to build the ALE emulator): PyPI package cmake"
+        a3g_say "  into $cmake_dir (about 30 MB download, under a minute)"
+        a3g_pip_install "$cmake_dir" cmake
+    fi
+    export PATH="$cmake_dir/cmake/data/bin:$PATH"
+}
+
+a3g_ensure_toolchain() {
+    command -v cargo >/dev/null ||
+        a3g_fail "cargo is missing; install Rust from https://rustup.rs, then run again"
+    command -v c++ >/dev/null || command -v g++ >/dev/null ||
+        a3g_fail "a C++ compiler is missing (ALE and the libtorch bindings are C++); install g++ (Debian: build-essential)"
+}
+
+a3g_setup() {
+    a3g_ensure_toolchain
+    a3g_ensure_libtorch
+    a3g_ensure_cmake
+}

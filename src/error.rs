@@ -1,0 +1,54 @@
+//! The error type of the library: each variant names something the user has or did,
+//! and its message says what to do about it.
+
+use std::path::PathBuf;
+
+/// Everything `a3g` can fail with.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A subcommand whose engine this version does not contain yet.
+    #[error("`a3g {command}` is not available in a3g {version} yet; see README.md for what this version does")]
+    NotAvailable {
+        /// The subcommand the user asked for.
+        command: &'static str,
+        /// This package's version.
+        version: &'static str,
+    },
+    /// A file could not be read or written.
+    #[error("cannot {action} {}", path.display())]
+    Io {
+        /// What was being done, as a verb phrase ("write the ROM to").
+        action: &'static str,
+        /// The file involved.
+        path: PathBuf,
+        /// The operating system's reason.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A game ROM that ALE could not load.
+    #[error("ALE could not load the ROM {}; the file may be damaged, delete it and run again", path.display())]
+    RomLoad {
+        /// The ROM file handed to ALE.
+        path: PathBuf,
+    },
+    /// libtorch reported an error.
+    #[error("libtorch failed")]
+    Torch(#[from] tch::TchError),
+}
+
+impl Error {
+    /// The message with its chain of causes, joined on one line for the terminal.
+    pub fn report(&self) -> String {
+        let mut line = self.to_string();
+        let mut source = std::error::Error::source(self);
+        while let Some(cause) = source {
+            line.push_str(": ");
+            line.push_str(&cause.to_string());
+            source = cause.source();
+        }
+        line.replace('\n', " ")
+    }
+}
+
+/// The result type of the library.
+pub type Result<T, E = Error> = std::result::Result<T, E>;

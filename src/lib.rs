@@ -1,0 +1,31 @@
+//! a3g: asynchronous advantage actor-critic (A3C, arXiv:1602.01783) and its GPU-hybrid
+//! form A3G, trained with threads that share one model.
+//!
+//! # Layout
+//!
+//! - [`cli`]: the command line, whose flags document every hyperparameter.
+//! - [`error`]: the library's error type; `main` prints it on one line.
+//! - [`env`]: the environments, starting with the ALE emulator.
+//!
+//! # Terminology
+//!
+//! - *emulator frame*: one frame of the Atari console.
+//! - *agent step*: one action chosen by the agent; with frame skip it spans several
+//!   emulator frames. Counters carry their unit (`env_frames`, `agent_steps`).
+
+pub mod cli;
+pub mod env;
+pub mod error;
+
+pub use error::{Error, Result};
+
+use cli::{Cli, Command};
+
+/// Runs the subcommand the user asked for.
+pub fn run(cli: Cli) -> Result<()> {
+    let command = match cli.command {
+        Command::Train(_) => "train",
+        Command::Eval(_) => "eval",
+    };
+    Err(Error::NotAvailable { command, version: env!("CARGO_PKG_VERSION") })
+}

@@ -1,0 +1,6 @@
+//! Integration tests, one binary for all areas (see `util` for the helpers).
+
+mod util;
+
+mod cli;
+mod runtime;

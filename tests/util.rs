@@ -1,0 +1,67 @@
+//! Helpers: run the built `a3g` binary in a scratch folder and inspect what it printed.
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+/// The result of one run of the binary.
+pub struct Run {
+    pub status: std::process::ExitStatus,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl From<Output> for Run {
+    fn from(output: Output) -> Self {
+        Run {
+            status: output.status,
+            stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+        }
+    }
+}
+
+/// A scratch working folder, removed when dropped.
+pub struct Scratch {
+    dir: PathBuf,
+}
+
+impl Scratch {
+    pub fn new(name: &str) -> Self {
+        let dir = std::env::temp_dir().join(format!(
+            "a3g-test-{name}-{}-{:?}",
+            std::process::id(),
+            std::thread::current().id()
+        ));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("create scratch folder");
+        Scratch { dir }
+    }
+
+    /// Runs `a3g` with `args` inside this folder.
+    pub fn a3g(&self, args: &[&str]) -> Run {
+        Command::new(env!("CARGO_BIN_EXE_a3g"))
+            .args(args)
+            .current_dir(&self.dir)
+            .env_remove("RUST_BACKTRACE")
+            .output()
+            .expect("start the a3g binary")
+            .into()
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// Asserts that a run failed the way a user error must: non-zero exit, exactly one
+/// `error:` line on stderr, no panic; returns that line.
+pub fn assert_one_line_error(run: &Run) -> String {
+    assert!(!run.status.success(), "expected failure, got success; stdout: {}", run.stdout);
+    assert!(!run.stderr.contains("panicked"), "panic: {}", run.stderr);
+    let lines: Vec<&str> = run.stderr.lines().collect();
+    assert_eq!(lines.len(), 1, "expected one line on stderr, got: {:?}", run.stderr);
+    assert!(lines[0].starts_with("error: "), "not an error line: {:?}", lines[0]);
+    lines[0].to_string()
+}
