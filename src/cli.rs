@@ -1,6 +1,8 @@
 //! The command line: subcommands and their flags, which double as the documentation
 //! of every hyperparameter (`a3g <subcommand> --help`).
 
+use std::path::PathBuf;
+
 use clap::{Args, Parser, Subcommand};
 
 /// Asynchronous advantage actor-critic (A3C) and its GPU-hybrid form A3G.
@@ -23,6 +25,8 @@ pub enum Command {
     Train(TrainArgs),
     /// Evaluate a saved model over a number of greedy episodes.
     Eval(EvalArgs),
+    /// List environment ids with their action space and observation shape.
+    Envs(EnvsArgs),
 }
 
 /// Flags of `a3g train`.
@@ -32,3 +36,14 @@ pub struct TrainArgs {}
 /// Flags of `a3g eval`.
 #[derive(Debug, Args)]
 pub struct EvalArgs {}
+
+/// Flags of `a3g envs`.
+#[derive(Debug, Args)]
+pub struct EnvsArgs {
+    /// Ids to describe (default: every id); Atari ids also show their crop rows.
+    pub ids: Vec<String>,
+    /// Per-game crop rows for Atari preprocessing (default: the built-in
+    /// configs/atari_crop.json).
+    #[arg(long, value_name = "FILE")]
+    pub env_config: Option<PathBuf>,
+}

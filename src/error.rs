@@ -14,6 +14,30 @@ pub enum Error {
         /// This package's version.
         version: &'static str,
     },
+    /// An environment id that a3g does not know.
+    #[error("unknown environment id {id:?}; did you mean {}? `a3g envs` lists every id", suggestions.join(", "))]
+    UnknownEnv {
+        /// The id as given.
+        id: String,
+        /// The nearest known ids.
+        suggestions: Vec<String>,
+    },
+    /// A bundled game that the emulator cannot run.
+    #[error("{id} cannot run: {reason}; pick another game (`a3g envs` lists the playable ids)")]
+    UnsupportedGame {
+        /// The id as given.
+        id: String,
+        /// Why the emulator cannot run it.
+        reason: &'static str,
+    },
+    /// A crop file (`--env-config`) that is not valid.
+    #[error("bad crop file {}: {reason}; fix it or pass another with --env-config", path.display())]
+    CropFile {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong, with the line and column where JSON parsing stopped.
+        reason: String,
+    },
     /// A file could not be read or written.
     #[error("cannot {action} {}", path.display())]
     Io {

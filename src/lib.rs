@@ -5,7 +5,9 @@
 //!
 //! - [`cli`]: the command line, whose flags document every hyperparameter.
 //! - [`error`]: the library's error type; `main` prints it on one line.
-//! - [`env`]: the environments, starting with the ALE emulator.
+//! - [`env`]: the environments: Atari games through the ALE emulator with Gym's id
+//!   semantics and the reference's wrapper stack, and classic control.
+//! - [`envs`]: the `a3g envs` subcommand.
 //!
 //! # Terminology
 //!
@@ -15,6 +17,7 @@
 
 pub mod cli;
 pub mod env;
+pub mod envs;
 pub mod error;
 
 pub use error::{Error, Result};
@@ -26,6 +29,7 @@ pub fn run(cli: Cli) -> Result<()> {
     let command = match cli.command {
         Command::Train(_) => "train",
         Command::Eval(_) => "eval",
+        Command::Envs(args) => return envs::run(&args),
     };
     Err(Error::NotAvailable { command, version: env!("CARGO_PKG_VERSION") })
 }

@@ -57,3 +57,82 @@ fn missing_subcommand_is_usage_error() {
     assert_eq!(run.status.code(), Some(2));
     assert!(run.stderr.contains("Usage: a3g"), "{}", run.stderr);
 }
+
+/// `a3g envs` lists every id with its action space and observation shape.
+#[test]
+fn envs_lists_every_id() {
+    let run = Scratch::new("envs-all").a3g(&["envs"]);
+    assert!(run.status.success(), "{}", run.stderr);
+    let line = |id: &str| {
+        run.stdout
+            .lines()
+            .find(|line| line.split_whitespace().next() == Some(id))
+            .unwrap_or_else(|| panic!("{id} not listed"))
+            .to_string()
+    };
+    assert!(line("CartPole-v1").contains("Discrete(2)") && line("CartPole-v1").ends_with("[4]"));
+    assert!(line("Pendulum-v1").contains("Box([-2.0], [2.0])"));
+    assert!(line("PongDeterministic-v4").contains("Discrete(6)"));
+    assert!(
+        line("ALE/Breakout-v5").contains("Discrete(4)")
+            && line("ALE/Breakout-v5").ends_with("[1, 80, 80]")
+    );
+    assert_eq!(run.stdout.lines().count(), 6 + 61 * 7);
+}
+
+/// Named ids are described with the crop rows their game gets; a game the crop file
+/// does not name gets the Default entry.
+#[test]
+fn envs_shows_crop_rows_from_env_config() {
+    let scratch = Scratch::new("envs-crop");
+    let run = scratch.a3g(&["envs", "MsPacmanNoFrameskip-v4", "Tennis-v4"]);
+    assert!(run.status.success(), "{}", run.stderr);
+    assert!(
+        run.stdout.contains("crop rows 2..170") && run.stdout.contains("crop rows 34..194"),
+        "{}",
+        run.stdout
+    );
+    scratch.write(
+        "crops.json",
+        r#"{"Default": {"crop1": 10, "crop2": 20}, "Tennis": {"crop1": 0, "crop2": 0}}"#,
+    );
+    let run = scratch.a3g(&["envs", "MsPacman-v4", "Tennis-v4", "--env-config", "crops.json"]);
+    assert!(run.status.success(), "{}", run.stderr);
+    assert!(
+        run.stdout.contains("crop rows 10..180") && run.stdout.contains("crop rows 0..160"),
+        "{}",
+        run.stdout
+    );
+}
+
+/// An unknown id is named, with the closest real ids suggested.
+#[test]
+fn unknown_env_id_suggests_closest() {
+    let line =
+        assert_one_line_error(&Scratch::new("envs-unknown").a3g(&["envs", "PongDeterministic-v5"]));
+    assert!(
+        line.contains("\"PongDeterministic-v5\"") && line.contains("PongDeterministic-v4"),
+        "{line}"
+    );
+}
+
+/// Defender, whose loading never ends in ALE 0.6, is refused at once.
+#[test]
+fn defender_is_refused_not_hung() {
+    let line = assert_one_line_error(&Scratch::new("envs-defender").a3g(&["envs", "Defender-v4"]));
+    assert!(line.contains("Defender-v4 cannot run"), "{line}");
+}
+
+/// A malformed crop file is named with the position of the error; a missing one is
+/// named too.
+#[test]
+fn bad_crop_file_is_named() {
+    let scratch = Scratch::new("envs-bad-crop");
+    scratch.write("crops.json", "{\n  \"Default\": {\"crop1\": 1, \"crop2\" 2}\n}\n");
+    let line =
+        assert_one_line_error(&scratch.a3g(&["envs", "Pong-v4", "--env-config", "crops.json"]));
+    assert!(line.contains("crops.json") && line.contains("line 2 column"), "{line}");
+    let line =
+        assert_one_line_error(&scratch.a3g(&["envs", "Pong-v4", "--env-config", "absent.json"]));
+    assert!(line.contains("absent.json"), "{line}");
+}

@@ -3,4 +3,5 @@
 mod util;
 
 mod cli;
+mod envs;
 mod runtime;

@@ -37,6 +37,11 @@ impl Scratch {
         Scratch { dir }
     }
 
+    /// Writes `contents` to `name` inside this folder.
+    pub fn write(&self, name: &str, contents: &str) {
+        std::fs::write(self.dir.join(name), contents).expect("write scratch file");
+    }
+
     /// Runs `a3g` with `args` inside this folder.
     pub fn a3g(&self, args: &[&str]) -> Run {
         Command::new(env!("CARGO_BIN_EXE_a3g"))

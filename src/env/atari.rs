@@ -1,5 +1,6 @@
-//! One Atari 2600 emulator: an ALE 0.6 instance running a ROM bundled with the `ale`
-//! crate, driven through ale-sys' C interface.
+//! Atari 2600 games: the ALE 0.6 emulator running the ROMs bundled with the `ale`
+//! crate (driven through ale-sys' C interface), Gym's ids and their semantics, and the
+//! environment the trainer sees, with the reference's wrapper stack on top.
 //!
 //! We bind ale-sys directly rather than the `ale` wrapper because the wrapper cannot
 //! set integer or float options (the seed, sticky actions) and checks every action
@@ -14,6 +15,13 @@ use std::sync::{Mutex, Once};
 
 pub use ale::BundledRom;
 
+use super::crop::Crop;
+use super::rng::Rng;
+use super::wrappers::{
+    preprocess, EpisodicLife, FireReset, FrameEnv, FrameStep, MaxAndSkip, NoopReset,
+    RunningNormalizer, OBSERVATION_SIDE, SCREEN_SHAPE,
+};
+use super::{Action, ActionSpace, Env, EnvOptions, Step};
 use crate::error::{Error, Result};
 
 /// ALE 0.6 fills static tables on first construction without synchronisation, so
@@ -136,6 +144,12 @@ impl Emulator {
         i64::from(unsafe { ale_sys::getFrameNumber(self.ale.as_ptr()) })
     }
 
+    /// Emulator frames played since the game was last reset.
+    pub fn episode_frame_number(&mut self) -> i64 {
+        // SAFETY: live ALEInterface.
+        i64::from(unsafe { ale_sys::getEpisodeFrameNumber(self.ale.as_ptr()) })
+    }
+
     /// Copies the screen as RGB bytes, row-major, into `rgb` (height * width * 3).
     pub fn screen_rgb(&mut self, rgb: &mut [u8]) {
         assert_eq!(rgb.len(), self.screen_height * self.screen_width * 3, "RGB buffer size");
@@ -189,6 +203,399 @@ fn write_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
     })
 }
 
+/// Declares the bundled games once: the ROM file names (which Gym's game names are
+/// the camel case of) and the `ale` crate's variant for each.
+macro_rules! bundled_games {
+    ($($variant:ident => $rom:literal),* $(,)?) => {
+        /// ROM names (file names without `.bin`) of every bundled game.
+        pub const ROM_NAMES: &[&str] = &[$($rom),*];
+
+        fn bundled_rom(rom_name: &str) -> Option<BundledRom> {
+            match rom_name {
+                $($rom => Some(BundledRom::$variant),)*
+                _ => None,
+            }
+        }
+    };
+}
+
+bundled_games! {
+    Adventure => "adventure", AirRaid => "air_raid", Alien => "alien", Amidar => "amidar",
+    Assault => "assault", Asterix => "asterix", Asteroids => "asteroids", Atlantis => "atlantis",
+    BankHeist => "bank_heist", BattleZone => "battle_zone", BeamRider => "beam_rider",
+    Berzerk => "berzerk", Bowling => "bowling", Boxing => "boxing", Breakout => "breakout",
+    Carnival => "carnival", Centipede => "centipede", ChopperCommand => "chopper_command",
+    CrazyClimber => "crazy_climber", Defender => "defender", DemonAttack => "demon_attack",
+    DoubleDunk => "double_dunk", ElevatorAction => "elevator_action", Enduro => "enduro",
+    FishingDerby => "fishing_derby", Freeway => "freeway", Frostbite => "frostbite",
+    Gopher => "gopher", Gravitar => "gravitar", Hero => "hero", IceHockey => "ice_hockey",
+    JamesBond => "jamesbond", JourneyEscape => "journey_escape", Kaboom => "kaboom",
+    Kangaroo => "kangaroo", Krull => "krull", KungFuMaster => "kung_fu_master",
+    MontezumaRevenge => "montezuma_revenge", MsPacman => "ms_pacman",
+    NameThisGame => "name_this_game", Phoenix => "phoenix", Pitfall => "pitfall", Pong => "pong",
+    Pooyan => "pooyan", PrivateEye => "private_eye", QBert => "qbert", RiverRaid => "riverraid",
+    RoadRunner => "road_runner", RoboTank => "robotank", Seaquest => "seaquest", Skiing => "skiing",
+    SpaceInvaders => "space_invaders", StarGunner => "star_gunner", Tennis => "tennis",
+    TimePilot => "time_pilot", Tutankham => "tutankham", UpNDown => "up_n_down", Venture => "venture",
+    VideoPinball => "video_pinball", WizardOfWor => "wizard_of_wor", YarsRevenge => "yars_revenge",
+    Zaxxon => "zaxxon",
+}
+
+/// Gym's name of a game: its ROM name in camel case (`ms_pacman` -> `MsPacman`).
+pub fn gym_name(rom_name: &str) -> String {
+    rom_name
+        .split('_')
+        .map(|word| {
+            let mut chars = word.chars();
+            chars
+                .next()
+                .map(|first| first.to_uppercase().chain(chars).collect::<String>())
+                .unwrap_or_default()
+        })
+        .collect()
+}
+
+/// How an id family plays a game: Gym 0.17 / ale-py 0.7 registrations.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct IdFamily {
+    /// The id's suffix after the game name.
+    pub suffix: &'static str,
+    /// Emulator frames per agent step.
+    pub frameskip: Frameskip,
+    /// ALE's sticky-action probability.
+    pub repeat_action_probability: f32,
+    /// Gym's TimeLimit, in agent steps, if any.
+    pub max_episode_steps: Option<u32>,
+    /// ALE's per-episode frame limit, if any.
+    pub max_episode_frames: Option<u32>,
+}
+
+/// Emulator frames per agent step.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Frameskip {
+    /// Always this many.
+    Fixed(u32),
+    /// Uniform in 2..=4, drawn each step.
+    Random,
+}
+
+impl IdFamily {
+    /// Every family, in the order `a3g envs` lists them.
+    pub const ALL: [&'static str; 7] = [
+        "-v0",
+        "-v4",
+        "Deterministic-v0",
+        "Deterministic-v4",
+        "NoFrameskip-v0",
+        "NoFrameskip-v4",
+        "-v5",
+    ];
+
+    fn new(suffix: &'static str, rom_name: &str) -> Option<Self> {
+        // Space Invaders' lasers blink at a period of 4 frames, so Gym skips 3.
+        let skip = if rom_name == "space_invaders" { 3 } else { 4 };
+        let (frameskip, repeat_action_probability, max_episode_steps, max_episode_frames) =
+            match suffix {
+                "-v0" => (Frameskip::Random, 0.25, Some(10_000), None),
+                "-v4" => (Frameskip::Random, 0.0, Some(100_000), None),
+                "Deterministic-v0" => (Frameskip::Fixed(skip), 0.25, Some(100_000), None),
+                "Deterministic-v4" => (Frameskip::Fixed(skip), 0.0, Some(100_000), None),
+                "NoFrameskip-v0" => (Frameskip::Fixed(1), 0.25, Some(skip * 100_000), None),
+                "NoFrameskip-v4" => (Frameskip::Fixed(1), 0.0, Some(skip * 100_000), None),
+                "-v5" => (Frameskip::Fixed(4), 0.25, None, Some(108_000)),
+                _ => return None,
+            };
+        let suffix = Self::ALL.into_iter().find(|known| *known == suffix)?;
+        Some(IdFamily {
+            suffix,
+            frameskip,
+            repeat_action_probability,
+            max_episode_steps,
+            max_episode_frames,
+        })
+    }
+
+    /// Whether the reference adds no-op reset and max-and-skip (NoFrameskip ids).
+    pub fn is_no_frameskip(&self) -> bool {
+        self.suffix.starts_with("NoFrameskip")
+    }
+}
+
+/// A parsed Atari id: which game, played how.
+#[derive(Clone, Debug, PartialEq)]
+pub struct AtariId {
+    /// The id as written.
+    pub id: String,
+    /// Gym's game name (`MsPacman`).
+    pub game: String,
+    /// The ROM name (`ms_pacman`).
+    pub rom_name: &'static str,
+    /// How the id plays it.
+    pub family: IdFamily,
+}
+
+impl AtariId {
+    /// Parses `Game-v0`, `GameDeterministic-v4`, `GameNoFrameskip-v4`, `ALE/Game-v5`...;
+    /// `None` if the id names no bundled game or no known family.
+    pub fn parse(id: &str) -> Option<Self> {
+        let (name, suffix) = match id.strip_prefix("ALE/") {
+            Some(rest) => (rest.strip_suffix("-v5")?, "-v5"),
+            None => IdFamily::ALL[..6]
+                .iter()
+                .filter_map(|suffix| id.strip_suffix(suffix).map(|name| (name, *suffix)))
+                .max_by_key(|(_, suffix)| suffix.len())?,
+        };
+        let rom_name = ROM_NAMES.iter().find(|rom| gym_name(rom) == name)?;
+        Some(AtariId {
+            id: id.to_string(),
+            game: name.to_string(),
+            rom_name,
+            family: IdFamily::new(suffix, rom_name)?,
+        })
+    }
+}
+
+/// Bundled games ALE 0.6 cannot run, with the reason.
+///
+/// Defender: loading runs ALE's DefenderSettings::setMode, which presses SELECT until
+/// RAM 0x9B reads the wanted mode (1). With the ROM the `ale` crate bundles that byte
+/// never reads 1, so ALE loops inside loadROM forever (seen under gdb: the stack sits
+/// in setMode -> pressSelect). ALE's C API offers no way around reset's setMode call,
+/// so these games are refused before an emulator is made.
+const UNRUNNABLE: &[(&str, &str)] = &[(
+    "defender",
+    "ALE 0.6 never finishes loading the bundled Defender ROM (its mode-select loop waits for a RAM value this ROM never shows)",
+)];
+
+/// Why the emulator cannot run `rom_name`, if it cannot.
+fn unrunnable_reason(rom_name: &str) -> Option<&'static str> {
+    UNRUNNABLE.iter().find(|(name, _)| *name == rom_name).map(|(_, reason)| *reason)
+}
+
+/// Every Atari id a3g can run, game by game.
+pub fn all_ids() -> Vec<String> {
+    ROM_NAMES
+        .iter()
+        .filter(|rom| unrunnable_reason(rom).is_none())
+        .flat_map(|rom| {
+            let game = gym_name(rom);
+            IdFamily::ALL.map(|suffix| match suffix {
+                "-v5" => format!("ALE/{game}-v5"),
+                _ => format!("{game}{suffix}"),
+            })
+        })
+        .collect()
+}
+
+/// The ALE seed for our seed: hashed, and never 0 (ALE's "seed from the clock").
+fn ale_seed(seed: u64) -> u32 {
+    (Rng::new(seed).next_u64() % 0x7fff_fffe) as u32 + 1
+}
+
+/// Gym's AtariEnv for one id, under its TimeLimit: frame skip (fixed or random),
+/// sticky actions inside ALE, the reward summed over the skipped frames, one screen
+/// per agent step, and the step and frame limits.
+pub struct AtariGame {
+    rom_name: &'static str,
+    family: IdFamily,
+    emulator: Emulator,
+    rng: Rng,
+    /// TimeLimit in agent steps of this layer.
+    max_episode_steps: Option<u32>,
+    elapsed_steps: u32,
+    env_frames: u64,
+}
+
+impl AtariGame {
+    /// Creates the emulator for `id` seeded from `seed`, with a step limit of
+    /// `max_episode_steps` agent steps of this layer (`None`: the id's own limit).
+    pub fn new(id: &AtariId, seed: u64, max_episode_steps: Option<u32>) -> Result<Self> {
+        let emulator = Self::emulator(id.rom_name, id.family, seed)?;
+        Ok(AtariGame {
+            rom_name: id.rom_name,
+            family: id.family,
+            emulator,
+            rng: Rng::new(seed),
+            max_episode_steps: max_episode_steps.or(id.family.max_episode_steps),
+            elapsed_steps: 0,
+            env_frames: 0,
+        })
+    }
+
+    fn emulator(rom_name: &str, family: IdFamily, seed: u64) -> Result<Emulator> {
+        let rom = bundled_rom(rom_name).expect("ids are parsed against ROM_NAMES");
+        let config = EmulatorConfig {
+            seed: ale_seed(seed),
+            repeat_action_probability: family.repeat_action_probability,
+        };
+        Emulator::new(rom, config)
+    }
+
+    /// The game's minimal action set, as ALE action numbers.
+    pub fn minimal_actions(&self) -> &[i32] {
+        self.emulator.minimal_actions()
+    }
+
+    fn screen(&mut self) -> Vec<u8> {
+        let (height, width, channels) = SCREEN_SHAPE;
+        let mut frame = vec![0; height * width * channels];
+        self.emulator.screen_rgb(&mut frame);
+        frame
+    }
+}
+
+impl FrameEnv for AtariGame {
+    fn reset(&mut self) -> Vec<u8> {
+        self.emulator.reset_game();
+        self.elapsed_steps = 0;
+        self.screen()
+    }
+
+    fn step(&mut self, action: usize) -> FrameStep {
+        let ale_action = self.emulator.minimal_actions()[action];
+        let frames = match self.family.frameskip {
+            Frameskip::Fixed(frames) => frames,
+            Frameskip::Random => self.rng.integer(2, 4),
+        };
+        let mut reward = 0;
+        for _ in 0..frames {
+            reward += self.emulator.act(ale_action);
+        }
+        self.env_frames += u64::from(frames);
+        self.elapsed_steps += 1;
+        let terminated = self.emulator.game_over();
+        let frame_limit_hit = self
+            .family
+            .max_episode_frames
+            .is_some_and(|limit| self.emulator.episode_frame_number() >= i64::from(limit));
+        let step_limit_hit =
+            self.max_episode_steps.is_some_and(|limit| self.elapsed_steps >= limit);
+        FrameStep {
+            frame: self.screen(),
+            reward: reward as f32,
+            terminated,
+            truncated: frame_limit_hit || step_limit_hit,
+            lives: self.emulator.lives(),
+        }
+    }
+
+    fn lives(&mut self) -> i32 {
+        self.emulator.lives()
+    }
+
+    fn reseed(&mut self, seed: u64) {
+        match Self::emulator(self.rom_name, self.family, seed) {
+            Ok(emulator) => self.emulator = emulator,
+            // The ROM loaded moments ago with this configuration; failing now means the
+            // ROM cache was deleted under us, which the next creation reports properly.
+            Err(err) => panic!("reloading {} failed: {}", self.rom_name, err.report()),
+        }
+        self.rng = Rng::new(seed);
+    }
+
+    fn env_frames(&self) -> u64 {
+        self.env_frames
+    }
+}
+
+/// An Atari id as the trainer sees it: the reference's wrapper stack over
+/// [`AtariGame`], with 1x80x80 normalised gray observations.
+pub struct AtariEnv {
+    id: String,
+    stack: Box<dyn FrameEnv>,
+    crop: Crop,
+    normalizer: RunningNormalizer,
+    action_space: ActionSpace,
+    observation_shape: Vec<i64>,
+}
+
+/// Makes the environment for a parsed Atari id.
+pub fn make(id: AtariId, options: &EnvOptions) -> Result<Box<dyn Env>> {
+    if let Some(reason) = unrunnable_reason(id.rom_name) {
+        return Err(Error::UnsupportedGame { id: id.id, reason });
+    }
+    let crop = super::crop_for_game(&id.game, options)?;
+    let no_frameskip = id.family.is_no_frameskip();
+    // The reference's --max-episode-length counts agent steps; below max-and-skip the
+    // game layer steps once per frame.
+    let layer_steps =
+        |steps: u32| if no_frameskip { steps.saturating_mul(options.skip_rate) } else { steps };
+    let game = AtariGame::new(&id, options.seed, options.max_episode_length.map(layer_steps))?;
+    let action_count = game.minimal_actions().len();
+    let has_fire = game.minimal_actions().get(1) == Some(&ALE_FIRE);
+    let mut stack: Box<dyn FrameEnv> = Box::new(game);
+    if no_frameskip {
+        stack = Box::new(NoopReset::new(stack, 30, options.seed));
+        stack = Box::new(MaxAndSkip::new(stack, options.skip_rate));
+    }
+    stack = Box::new(EpisodicLife::new(stack));
+    if has_fire {
+        stack = Box::new(FireReset::new(stack));
+    }
+    let side = OBSERVATION_SIDE as i64;
+    Ok(Box::new(AtariEnv {
+        crop,
+        id: id.id,
+        stack,
+        normalizer: RunningNormalizer::default(),
+        action_space: ActionSpace::Discrete { n: action_count },
+        observation_shape: vec![1, side, side],
+    }))
+}
+
+/// ALE's action number for FIRE.
+const ALE_FIRE: i32 = 1;
+
+impl AtariEnv {
+    fn observe(&mut self, frame: &[u8]) -> Vec<f32> {
+        let mut observation = vec![0.0; OBSERVATION_SIDE * OBSERVATION_SIDE];
+        preprocess(frame, self.crop, &mut observation);
+        self.normalizer.normalize(&mut observation);
+        observation
+    }
+}
+
+impl Env for AtariEnv {
+    fn id(&self) -> &str {
+        &self.id
+    }
+
+    fn action_space(&self) -> &ActionSpace {
+        &self.action_space
+    }
+
+    fn observation_shape(&self) -> &[i64] {
+        &self.observation_shape
+    }
+
+    fn reset(&mut self, seed: Option<u64>) -> Vec<f32> {
+        if let Some(seed) = seed {
+            self.stack.reseed(seed);
+        }
+        let frame = self.stack.reset();
+        self.observe(&frame)
+    }
+
+    fn step(&mut self, action: &Action) -> Step {
+        let index = match *action {
+            Action::Discrete(index) => index,
+            ref other => panic!("Atari takes discrete actions, got {other:?}"),
+        };
+        let step = self.stack.step(index);
+        Step {
+            observation: self.observe(&step.frame),
+            reward: step.reward,
+            terminated: step.terminated,
+            truncated: step.truncated,
+            lives: step.lives,
+        }
+    }
+
+    fn env_frames(&self) -> u64 {
+        self.stack.env_frames()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -213,5 +620,67 @@ mod tests {
         let mut rgb = vec![0; 210 * 160 * 3];
         emulator.screen_rgb(&mut rgb);
         assert!(rgb.iter().any(|&byte| byte != 0), "the screen is blank");
+    }
+}
+
+#[cfg(test)]
+mod id_tests {
+    use super::*;
+
+    /// Each family's frameskip, sticky-action probability and limits, as Gym registers
+    /// them, including Space Invaders' skip of 3.
+    #[test]
+    fn families_follow_gym_registrations() {
+        let family = |id: &str| AtariId::parse(id).unwrap_or_else(|| panic!("{id} parses")).family;
+        let expect = |id: &str, frameskip, sticky, steps: Option<u32>, frames: Option<u32>| {
+            let family = family(id);
+            assert_eq!(family.frameskip, frameskip, "{id}");
+            assert_eq!(family.repeat_action_probability, sticky, "{id}");
+            assert_eq!(family.max_episode_steps, steps, "{id}");
+            assert_eq!(family.max_episode_frames, frames, "{id}");
+        };
+        expect("Pong-v0", Frameskip::Random, 0.25, Some(10_000), None);
+        expect("Pong-v4", Frameskip::Random, 0.0, Some(100_000), None);
+        expect("PongDeterministic-v0", Frameskip::Fixed(4), 0.25, Some(100_000), None);
+        expect("PongDeterministic-v4", Frameskip::Fixed(4), 0.0, Some(100_000), None);
+        expect("SpaceInvadersDeterministic-v4", Frameskip::Fixed(3), 0.0, Some(100_000), None);
+        expect("PongNoFrameskip-v0", Frameskip::Fixed(1), 0.25, Some(400_000), None);
+        expect("PongNoFrameskip-v4", Frameskip::Fixed(1), 0.0, Some(400_000), None);
+        expect("SpaceInvadersNoFrameskip-v4", Frameskip::Fixed(1), 0.0, Some(300_000), None);
+        expect("ALE/Pong-v5", Frameskip::Fixed(4), 0.25, None, Some(108_000));
+        assert!(family("PongNoFrameskip-v4").is_no_frameskip());
+        assert!(!family("PongDeterministic-v4").is_no_frameskip());
+    }
+
+    /// Every listed id parses back to its game; names are Gym's camel case.
+    #[test]
+    fn every_listed_id_parses() {
+        let ids = all_ids();
+        assert_eq!(ids.len(), (ROM_NAMES.len() - UNRUNNABLE.len()) * IdFamily::ALL.len());
+        for id in &ids {
+            let parsed = AtariId::parse(id).unwrap_or_else(|| panic!("{id} does not parse"));
+            assert_eq!(&parsed.id, id);
+        }
+        assert_eq!(AtariId::parse("MsPacmanNoFrameskip-v4").unwrap().rom_name, "ms_pacman");
+        assert_eq!(AtariId::parse("ALE/KungFuMaster-v5").unwrap().rom_name, "kung_fu_master");
+        for bad in ["Pong", "Pong-v3", "PongDeterministic-v5", "ALE/Pong-v4", "pong-v4", "Pong-v4 "]
+        {
+            assert!(AtariId::parse(bad).is_none(), "{bad} parsed");
+        }
+    }
+
+    /// Defender is refused with its reason instead of hanging in ALE's loader.
+    #[test]
+    fn defender_is_refused() {
+        let id = AtariId::parse("DefenderNoFrameskip-v4").expect("Defender ids still parse");
+        match make(id, &EnvOptions::default()) {
+            Err(Error::UnsupportedGame { id, reason }) => {
+                assert_eq!(id, "DefenderNoFrameskip-v4");
+                assert!(reason.contains("Defender"));
+            }
+            Err(other) => panic!("wrong error: {other:?}"),
+            Ok(_) => panic!("Defender was made"),
+        }
+        assert!(!all_ids().iter().any(|id| id.contains("Defender")));
     }
 }

@@ -1,3 +1,178 @@
-//! Environments the trainer runs: Atari games through the ALE emulator.
+//! Environments the trainer runs, behind one interface: Atari games through the ALE
+//! emulator with Gym's id semantics and the reference's wrapper stack, and Gym's
+//! classic-control tasks.
 
 pub mod atari;
+pub mod classic;
+pub mod crop;
+pub mod rng;
+pub mod wrappers;
+
+use std::path::PathBuf;
+
+use crate::error::{Error, Result};
+
+/// What an agent may do in an environment.
+#[derive(Clone, Debug, PartialEq)]
+pub enum ActionSpace {
+    /// One of `n` actions, numbered from 0.
+    Discrete { n: usize },
+    /// A vector of reals, one per dimension, each within its bounds.
+    Continuous { low: Vec<f32>, high: Vec<f32> },
+}
+
+impl std::fmt::Display for ActionSpace {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ActionSpace::Discrete { n } => write!(f, "Discrete({n})"),
+            ActionSpace::Continuous { low, high } => write!(f, "Box({low:?}, {high:?})"),
+        }
+    }
+}
+
+/// One action, matching the environment's [`ActionSpace`].
+#[derive(Clone, Debug, PartialEq)]
+pub enum Action {
+    Discrete(usize),
+    Continuous(Vec<f32>),
+}
+
+/// What one agent step gives back.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Step {
+    /// The observation after the step, laid out as `observation_shape`.
+    pub observation: Vec<f32>,
+    /// The raw reward (for Atari, the game score summed over skipped frames).
+    pub reward: f32,
+    /// The episode ended by the task's own rules (for Atari in training, also a lost life).
+    pub terminated: bool,
+    /// The episode was cut by a step or frame limit.
+    pub truncated: bool,
+    /// Lives left (Atari), 0 where the task has none.
+    pub lives: i32,
+}
+
+impl Step {
+    /// Whether the episode is over, by either rule.
+    pub fn done(&self) -> bool {
+        self.terminated || self.truncated
+    }
+}
+
+/// An environment an agent can play.
+pub trait Env: Send {
+    /// The id it was made from.
+    fn id(&self) -> &str;
+    /// What the agent may do.
+    fn action_space(&self) -> &ActionSpace;
+    /// The shape of each observation (for Atari `[1, 80, 80]`).
+    fn observation_shape(&self) -> &[i64];
+    /// Starts an episode, first reseeding when `seed` is given; returns the observation.
+    fn reset(&mut self, seed: Option<u64>) -> Vec<f32>;
+    /// Plays one agent step.
+    fn step(&mut self, action: &Action) -> Step;
+    /// Emulator frames (Atari) or physics steps (classic control) since creation.
+    fn env_frames(&self) -> u64;
+}
+
+/// Settings for [`make`]; Atari ones are ignored by classic control.
+#[derive(Clone, Debug)]
+pub struct EnvOptions {
+    /// Seeds everything random in the environment (never ALE's clock seed).
+    pub seed: u64,
+    /// Bounds each episode at this many agent steps in place of the id's own limit, as
+    /// the reference does (`--max-episode-length`); `None` keeps the id's limit. For
+    /// NoFrameskip ids the bound is `skip_rate` times as many frames, and, as in Gym,
+    /// the frames that no-op and fire reset play count against it.
+    pub max_episode_length: Option<u32>,
+    /// Frames per agent step for NoFrameskip ids (`--skip-rate`).
+    pub skip_rate: u32,
+    /// The crop file (`--env-config`); `None` uses the built-in configs/atari_crop.json.
+    pub crop_file: Option<PathBuf>,
+}
+
+impl Default for EnvOptions {
+    fn default() -> Self {
+        EnvOptions { seed: 1, max_episode_length: None, skip_rate: 4, crop_file: None }
+    }
+}
+
+/// Makes the environment with Gym id `id`.
+pub fn make(id: &str, options: &EnvOptions) -> Result<Box<dyn Env>> {
+    if let Some(env) = classic::make(id, options.seed) {
+        return Ok(env);
+    }
+    match atari::AtariId::parse(id) {
+        Some(atari_id) => atari::make(atari_id, options),
+        None => Err(Error::UnknownEnv { id: id.to_string(), suggestions: closest_ids(id, 3) }),
+    }
+}
+
+/// The crop rows an Atari game gets under `options` (its entry or Default).
+pub fn crop_for_game(game: &str, options: &EnvOptions) -> Result<crop::Crop> {
+    let table = match &options.crop_file {
+        Some(path) => crop::CropTable::load(path)?,
+        None => crop::CropTable::built_in(),
+    };
+    Ok(table.for_game(game))
+}
+
+/// Every id `make` accepts: classic control first, then each game in every id family.
+pub fn all_ids() -> Vec<String> {
+    let mut ids: Vec<String> = classic::IDS.iter().map(|(id, _)| id.to_string()).collect();
+    ids.extend(atari::all_ids());
+    ids
+}
+
+/// The `count` known ids nearest to `id` by edit distance, ignoring case.
+fn closest_ids(id: &str, count: usize) -> Vec<String> {
+    let wanted = id.to_lowercase();
+    let mut scored: Vec<(usize, String)> = all_ids()
+        .into_iter()
+        .map(|known| (edit_distance(&wanted, &known.to_lowercase()), known))
+        .collect();
+    scored.sort();
+    scored.into_iter().take(count).map(|(_, known)| known).collect()
+}
+
+/// Levenshtein distance between two strings, by characters.
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut previous: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut current = vec![i + 1; b.len() + 1];
+        for (j, &cb) in b.iter().enumerate() {
+            let substitution = previous[j] + usize::from(ca != cb);
+            current[j + 1] = substitution.min(previous[j + 1] + 1).min(current[j] + 1);
+        }
+        previous = current;
+    }
+    previous[b.len()]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Edit distance counts insertions, deletions and substitutions.
+    #[test]
+    fn edit_distance_counts_edits() {
+        assert_eq!(edit_distance("pong", "pong"), 0);
+        assert_eq!(edit_distance("pongg", "pong"), 1);
+        assert_eq!(edit_distance("kitten", "sitting"), 3);
+        assert_eq!(edit_distance("", "abc"), 3);
+    }
+
+    /// A misspelt id is refused with the nearest real ids as suggestions.
+    #[test]
+    fn unknown_id_suggests_close_ids() {
+        let error = make("CartPol-v1", &EnvOptions::default()).err().expect("refused");
+        match error {
+            Error::UnknownEnv { id, suggestions } => {
+                assert_eq!(id, "CartPol-v1");
+                assert_eq!(suggestions[0], "CartPole-v1");
+            }
+            other => panic!("wrong error {other:?}"),
+        }
+    }
+}

@@ -1,0 +1,691 @@
+//! The reference's Atari wrapper stack, layer by layer, each exactly as its Gym
+//! wrapper behaves, over any [`FrameEnv`] so each can be tested on scripted frames:
+//! no-op reset, max-and-skip, episodic life and fire reset act on raw RGB frames;
+//! [`preprocess`] and [`RunningNormalizer`] turn the final frame into the observation.
+
+use std::collections::VecDeque;
+
+use super::crop::Crop;
+use super::rng::Rng;
+
+/// Height, width and channels of an Atari screen.
+pub const SCREEN_SHAPE: (usize, usize, usize) = (210, 160, 3);
+/// Side of the square observation.
+pub const OBSERVATION_SIDE: usize = 80;
+
+/// One step of a frame-level environment.
+#[derive(Clone, Debug, PartialEq)]
+pub struct FrameStep {
+    /// The screen after the step, RGB bytes, row-major.
+    pub frame: Vec<u8>,
+    /// Game score gained.
+    pub reward: f32,
+    /// Game over (or, above [`EpisodicLife`], a lost life).
+    pub terminated: bool,
+    /// A step or frame limit cut the episode.
+    pub truncated: bool,
+    /// Lives left after the step.
+    pub lives: i32,
+}
+
+impl FrameStep {
+    /// Gym's `done`: either way of ending.
+    pub fn done(&self) -> bool {
+        self.terminated || self.truncated
+    }
+}
+
+/// A Gym-style environment over raw frames: the emulator, or a wrapper around one.
+pub trait FrameEnv: Send {
+    /// Starts an episode; returns the first frame.
+    fn reset(&mut self) -> Vec<u8>;
+    /// Plays `action`, an index into the game's minimal action set.
+    fn step(&mut self, action: usize) -> FrameStep;
+    /// Lives left now.
+    fn lives(&mut self) -> i32;
+    /// Replaces every random stream below with ones derived from `seed`.
+    fn reseed(&mut self, seed: u64);
+    /// Emulator frames played since creation.
+    fn env_frames(&self) -> u64;
+}
+
+/// Forwards the queries that a wrapper leaves to the environment it wraps.
+macro_rules! delegate_queries {
+    () => {
+        fn lives(&mut self) -> i32 {
+            self.inner.lives()
+        }
+        fn env_frames(&self) -> u64 {
+            self.inner.env_frames()
+        }
+    };
+}
+
+/// On reset, plays between 1 and `noop_max` no-ops (action 0) drawn at random, so
+/// episodes start from varied states (NoFrameskip ids only, as in the reference).
+pub struct NoopReset {
+    inner: Box<dyn FrameEnv>,
+    noop_max: u32,
+    rng: Rng,
+}
+
+impl NoopReset {
+    /// Wraps `inner`, drawing no-op counts from a stream seeded by `seed`.
+    pub fn new(inner: Box<dyn FrameEnv>, noop_max: u32, seed: u64) -> Self {
+        NoopReset { inner, noop_max, rng: Rng::new(seed ^ NOOP_STREAM) }
+    }
+}
+
+/// Keeps the no-op stream apart from the emulator's frame-skip stream of the same seed.
+const NOOP_STREAM: u64 = 0x6e6f_6f70;
+
+impl FrameEnv for NoopReset {
+    fn reset(&mut self) -> Vec<u8> {
+        let mut frame = self.inner.reset();
+        for _ in 0..self.rng.integer(1, self.noop_max) {
+            let step = self.inner.step(0);
+            frame = if step.done() { self.inner.reset() } else { step.frame };
+        }
+        frame
+    }
+
+    fn step(&mut self, action: usize) -> FrameStep {
+        self.inner.step(action)
+    }
+
+    fn reseed(&mut self, seed: u64) {
+        self.rng = Rng::new(seed ^ NOOP_STREAM);
+        self.inner.reseed(seed);
+    }
+
+    delegate_queries!();
+}
+
+/// Repeats each action for `skip` frames (stopping early at the end of an episode),
+/// sums the rewards and returns the pixel-wise maximum of the last three frames, which
+/// removes the flicker of sprites drawn every other frame. As in the reference, the
+/// three-frame window runs on across steps and is cleared only on reset.
+pub struct MaxAndSkip {
+    inner: Box<dyn FrameEnv>,
+    skip: u32,
+    recent: VecDeque<Vec<u8>>,
+}
+
+impl MaxAndSkip {
+    /// Frames the maximum is taken over.
+    const WINDOW: usize = 3;
+
+    /// Wraps `inner`, repeating each action `skip` times.
+    pub fn new(inner: Box<dyn FrameEnv>, skip: u32) -> Self {
+        assert!(skip >= 1, "skip must be at least 1");
+        MaxAndSkip { inner, skip, recent: VecDeque::with_capacity(Self::WINDOW) }
+    }
+
+    fn remember(&mut self, frame: Vec<u8>) {
+        if self.recent.len() == Self::WINDOW {
+            self.recent.pop_front();
+        }
+        self.recent.push_back(frame);
+    }
+}
+
+impl FrameEnv for MaxAndSkip {
+    fn reset(&mut self) -> Vec<u8> {
+        self.recent.clear();
+        let frame = self.inner.reset();
+        self.remember(frame.clone());
+        frame
+    }
+
+    fn step(&mut self, action: usize) -> FrameStep {
+        let mut reward = 0.0;
+        let mut last = None;
+        for _ in 0..self.skip {
+            let mut step = self.inner.step(action);
+            reward += step.reward;
+            self.remember(std::mem::take(&mut step.frame));
+            let done = step.done();
+            last = Some(step);
+            if done {
+                break;
+            }
+        }
+        let mut step = last.expect("skip >= 1 plays a frame");
+        let mut frames = self.recent.iter();
+        let mut maximum = frames.next().expect("a frame was just stored").clone();
+        for frame in frames {
+            for (max, &pixel) in maximum.iter_mut().zip(frame) {
+                *max = (*max).max(pixel);
+            }
+        }
+        step.frame = maximum;
+        step.reward = reward;
+        step
+    }
+
+    fn reseed(&mut self, seed: u64) {
+        self.inner.reseed(seed);
+    }
+
+    delegate_queries!();
+}
+
+/// Makes a lost life end the episode for the learner, while only a real game over
+/// restarts the game: after a lost life, reset plays one no-op and carries on.
+pub struct EpisodicLife {
+    inner: Box<dyn FrameEnv>,
+    lives: i32,
+    was_real_done: bool,
+}
+
+impl EpisodicLife {
+    /// Wraps `inner`.
+    pub fn new(inner: Box<dyn FrameEnv>) -> Self {
+        EpisodicLife { inner, lives: 0, was_real_done: true }
+    }
+}
+
+impl FrameEnv for EpisodicLife {
+    fn reset(&mut self) -> Vec<u8> {
+        let frame = if self.was_real_done { self.inner.reset() } else { self.inner.step(0).frame };
+        self.lives = self.inner.lives();
+        frame
+    }
+
+    fn step(&mut self, action: usize) -> FrameStep {
+        let mut step = self.inner.step(action);
+        self.was_real_done = step.done();
+        // Some games (Qbert) sit at zero lives for a few frames before game over; only
+        // a drop to a positive count is a lost life, so the episode ends once.
+        if step.lives < self.lives && step.lives > 0 {
+            step.terminated = true;
+        }
+        self.lives = step.lives;
+        step
+    }
+
+    fn reseed(&mut self, seed: u64) {
+        self.was_real_done = true;
+        self.inner.reseed(seed);
+    }
+
+    delegate_queries!();
+}
+
+/// For games that wait for FIRE: on reset presses action 1 (FIRE) then action 2,
+/// restarting if either ends the episode.
+pub struct FireReset {
+    inner: Box<dyn FrameEnv>,
+}
+
+impl FireReset {
+    /// Wraps `inner`, whose minimal action 1 must be FIRE.
+    pub fn new(inner: Box<dyn FrameEnv>) -> Self {
+        FireReset { inner }
+    }
+}
+
+impl FrameEnv for FireReset {
+    fn reset(&mut self) -> Vec<u8> {
+        self.inner.reset();
+        if self.inner.step(1).done() {
+            self.inner.reset();
+        }
+        let step = self.inner.step(2);
+        if step.done() {
+            self.inner.reset();
+        }
+        step.frame
+    }
+
+    fn step(&mut self, action: usize) -> FrameStep {
+        self.inner.step(action)
+    }
+
+    fn reseed(&mut self, seed: u64) {
+        self.inner.reseed(seed);
+    }
+
+    delegate_queries!();
+}
+
+/// Crops rows `crop.crop1 .. crop.crop2 + 160` and columns 0..160 of an RGB screen,
+/// shrinks them to 80x80 with OpenCV's INTER_AREA on bytes, and converts to gray
+/// with weights 0.2989, 0.587, 0.114, as the reference's AtariRescale does.
+pub fn preprocess(frame: &[u8], crop: Crop, observation: &mut [f32]) {
+    let (height, width, channels) = SCREEN_SHAPE;
+    assert_eq!(frame.len(), height * width * channels, "frame size");
+    assert_eq!(observation.len(), OBSERVATION_SIDE * OBSERVATION_SIDE, "observation size");
+    let top = crop.crop1.min(height);
+    let bottom = (crop.crop2 + 160).min(height);
+    let region = &frame[top * width * channels..bottom * width * channels];
+    let small = resize_area(region, bottom - top, width, OBSERVATION_SIDE, OBSERVATION_SIDE);
+    for (gray, rgb) in observation.iter_mut().zip(small.chunks_exact(3)) {
+        let [r, g, b] = [rgb[0], rgb[1], rgb[2]].map(f64::from);
+        *gray = (0.2989 * r + 0.587 * g + 0.114 * b) as f32;
+    }
+}
+
+/// OpenCV's `resize(..., INTER_AREA)` of an RGB byte image to a smaller one: the
+/// average over each destination pixel's source area. Halving both sides takes
+/// OpenCV's exact-integer path, `(a + b + c + d + 2) >> 2`; other ratios weight
+/// partly covered pixels by their overlap, sum in f32 and round half to even.
+fn resize_area(
+    src: &[u8],
+    src_rows: usize,
+    src_cols: usize,
+    dst_rows: usize,
+    dst_cols: usize,
+) -> Vec<u8> {
+    const CHANNELS: usize = 3;
+    let mut dst = vec![0u8; dst_rows * dst_cols * CHANNELS];
+    let src_at =
+        |row: usize, col: usize, channel: usize| src[(row * src_cols + col) * CHANNELS + channel];
+    if src_rows == 2 * dst_rows && src_cols == 2 * dst_cols {
+        for row in 0..dst_rows {
+            for col in 0..dst_cols {
+                for channel in 0..CHANNELS {
+                    let sum = u16::from(src_at(2 * row, 2 * col, channel))
+                        + u16::from(src_at(2 * row, 2 * col + 1, channel))
+                        + u16::from(src_at(2 * row + 1, 2 * col, channel))
+                        + u16::from(src_at(2 * row + 1, 2 * col + 1, channel));
+                    dst[(row * dst_cols + col) * CHANNELS + channel] = ((sum + 2) >> 2) as u8;
+                }
+            }
+        }
+        return dst;
+    }
+    let row_weights = area_weights(src_rows, dst_rows);
+    let col_weights = area_weights(src_cols, dst_cols);
+    let mut sums = vec![0f32; dst_cols * CHANNELS];
+    let mut row_buffer = vec![0f32; dst_cols * CHANNELS];
+    let mut current_row = None;
+    for &(dst_row, src_row, row_weight) in &row_weights {
+        row_buffer.fill(0.0);
+        for &(dst_col, src_col, col_weight) in &col_weights {
+            for channel in 0..CHANNELS {
+                row_buffer[dst_col * CHANNELS + channel] +=
+                    col_weight * f32::from(src_at(src_row, src_col, channel));
+            }
+        }
+        if current_row != Some(dst_row) {
+            if let Some(done_row) = current_row {
+                write_row(&mut dst, done_row, &sums);
+            }
+            current_row = Some(dst_row);
+            for (sum, value) in sums.iter_mut().zip(&row_buffer) {
+                *sum = row_weight * value;
+            }
+        } else {
+            for (sum, value) in sums.iter_mut().zip(&row_buffer) {
+                *sum += row_weight * value;
+            }
+        }
+    }
+    if let Some(done_row) = current_row {
+        write_row(&mut dst, done_row, &sums);
+    }
+    dst
+}
+
+fn write_row(dst: &mut [u8], row: usize, sums: &[f32]) {
+    for (out, sum) in dst[row * sums.len()..(row + 1) * sums.len()].iter_mut().zip(sums) {
+        *out = sum.round_ties_even().clamp(0.0, 255.0) as u8;
+    }
+}
+
+/// OpenCV's `computeResizeAreaTab`: for each destination index, the source indices it
+/// covers and the share of each, as (destination, source, weight).
+fn area_weights(src_len: usize, dst_len: usize) -> Vec<(usize, usize, f32)> {
+    let scale = src_len as f64 / dst_len as f64;
+    let mut weights = Vec::new();
+    for dst in 0..dst_len {
+        let start = dst as f64 * scale;
+        let end = start + scale;
+        let cell = scale.min(src_len as f64 - start);
+        let last = (end.floor() as usize).min(src_len - 1);
+        let first = (start.ceil() as usize).min(last);
+        if first as f64 - start > 1e-3 {
+            weights.push((dst, first - 1, ((first as f64 - start) / cell) as f32));
+        }
+        for src in first..last {
+            weights.push((dst, src, (1.0 / cell) as f32));
+        }
+        if end - last as f64 > 1e-3 {
+            weights.push((dst, last, ((end - last as f64).min(1.0).min(cell) / cell) as f32));
+        }
+    }
+    weights
+}
+
+/// Normalises observations by running estimates of their mean and standard deviation
+/// (exponential averages with alpha 0.9999, bias-corrected), as the reference's
+/// NormalizedEnv does; the estimates persist across episodes.
+#[derive(Clone, Debug, Default)]
+pub struct RunningNormalizer {
+    mean: f64,
+    std: f64,
+    steps: i32,
+}
+
+impl RunningNormalizer {
+    const ALPHA: f64 = 0.9999;
+
+    /// Updates the estimates with `observation` and normalises it in place.
+    pub fn normalize(&mut self, observation: &mut [f32]) {
+        let n = observation.len() as f64;
+        let mean = observation.iter().map(|&v| f64::from(v)).sum::<f64>() / n;
+        let variance = observation.iter().map(|&v| (f64::from(v) - mean).powi(2)).sum::<f64>() / n;
+        self.steps = self.steps.saturating_add(1);
+        self.mean = self.mean * Self::ALPHA + mean * (1.0 - Self::ALPHA);
+        self.std = self.std * Self::ALPHA + variance.sqrt() * (1.0 - Self::ALPHA);
+        let correction = 1.0 - Self::ALPHA.powi(self.steps);
+        let (mean, std) = (self.mean / correction, self.std / correction);
+        for value in observation {
+            *value = ((f64::from(*value) - mean) / (std + 1e-8)) as f32;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::{Arc, Mutex};
+
+    use super::*;
+
+    /// What a scripted game was asked to do, in order.
+    type Calls = Arc<Mutex<Vec<String>>>;
+
+    /// A game that plays back a script: step `i` of an episode gives `frames[i]`,
+    /// `rewards[i]` and `lives[i]`, and the episode ends after the last entry.
+    struct ScriptedGame {
+        frames: Vec<Vec<u8>>,
+        rewards: Vec<f32>,
+        lives: Vec<i32>,
+        position: usize,
+        calls: Calls,
+    }
+
+    impl ScriptedGame {
+        fn boxed(
+            frames: Vec<Vec<u8>>,
+            rewards: Vec<f32>,
+            lives: Vec<i32>,
+        ) -> (Box<dyn FrameEnv>, Calls) {
+            let calls = Calls::default();
+            let game = ScriptedGame { frames, rewards, lives, position: 0, calls: calls.clone() };
+            (Box::new(game), calls)
+        }
+
+        /// A long game with one life, whose frame at step i is [i + 1].
+        fn endless() -> (Box<dyn FrameEnv>, Calls) {
+            let steps = 1000;
+            Self::boxed(
+                (1..=steps).map(|i| vec![i as u8]).collect(),
+                vec![0.0; steps],
+                vec![1; steps],
+            )
+        }
+    }
+
+    impl FrameEnv for ScriptedGame {
+        fn reset(&mut self) -> Vec<u8> {
+            self.calls.lock().unwrap().push("reset".into());
+            self.position = 0;
+            vec![0; self.frames[0].len()]
+        }
+
+        fn step(&mut self, action: usize) -> FrameStep {
+            self.calls.lock().unwrap().push(format!("step {action}"));
+            let index = self.position.min(self.frames.len() - 1);
+            self.position += 1;
+            FrameStep {
+                frame: self.frames[index].clone(),
+                reward: self.rewards[index],
+                terminated: self.position >= self.frames.len(),
+                truncated: false,
+                lives: self.lives[index],
+            }
+        }
+
+        fn lives(&mut self) -> i32 {
+            let index = self.position.saturating_sub(1).min(self.lives.len() - 1);
+            if self.position == 0 {
+                self.lives[0]
+            } else {
+                self.lives[index]
+            }
+        }
+
+        fn reseed(&mut self, _seed: u64) {
+            self.calls.lock().unwrap().push("reseed".into());
+        }
+
+        fn env_frames(&self) -> u64 {
+            self.position as u64
+        }
+    }
+
+    fn taken(calls: &Calls) -> Vec<String> {
+        std::mem::take(&mut *calls.lock().unwrap())
+    }
+
+    /// No-op reset plays 1..=30 no-ops (action 0) after the game's reset, a count drawn
+    /// from its seed: every count in range occurs, and equal seeds draw equal counts.
+    #[test]
+    fn noop_reset_plays_between_1_and_30_noops() {
+        let mut counts = Vec::new();
+        for seed in 0..400 {
+            let (game, calls) = ScriptedGame::endless();
+            let mut env = NoopReset::new(game, 30, seed);
+            let frame = env.reset();
+            let calls = taken(&calls);
+            assert_eq!(calls[0], "reset");
+            assert!(calls[1..].iter().all(|call| call == "step 0"), "{calls:?}");
+            let noops = calls.len() - 1;
+            // The frame returned is the one after the last no-op.
+            assert_eq!(frame, vec![noops as u8]);
+            counts.push(noops);
+        }
+        assert_eq!(*counts.iter().min().unwrap(), 1);
+        assert_eq!(*counts.iter().max().unwrap(), 30);
+        assert!((1..=30).all(|count| counts.contains(&count)), "some count never drawn");
+        let (game, calls) = ScriptedGame::endless();
+        NoopReset::new(game, 30, 7).reset();
+        assert_eq!(taken(&calls).len() - 1, counts[7], "seed 7 drew another count");
+    }
+
+    /// A no-op that ends the game makes no-op reset restart it.
+    #[test]
+    fn noop_reset_restarts_a_game_that_ends() {
+        let (game, calls) = ScriptedGame::boxed(vec![vec![1], vec![2]], vec![0.0; 2], vec![1; 2]);
+        let mut env = NoopReset::new(game, 30, 3);
+        env.reset();
+        let calls = taken(&calls);
+        let noops = calls.iter().filter(|call| *call == "step 0").count();
+        // Every second no-op ends the two-step game, which is then reset.
+        assert_eq!(
+            calls.iter().filter(|call| *call == "reset").count(),
+            1 + noops / 2,
+            "{calls:?}"
+        );
+    }
+
+    /// Max-and-skip repeats the action `skip` times, sums the rewards and returns the
+    /// pixel-wise maximum of the last three frames, a window that runs across steps.
+    #[test]
+    fn max_and_skip_sums_rewards_and_maxes_last_three_frames() {
+        let frames = vec![
+            vec![9, 0],
+            vec![1, 5],
+            vec![4, 2],
+            vec![3, 3],
+            vec![2, 1],
+            vec![0, 0],
+            vec![7, 7],
+        ];
+        let rewards = vec![1.0, 0.0, 2.0, 0.0, 5.0, 0.0, 0.0];
+        let (game, calls) = ScriptedGame::boxed(frames, rewards, vec![1; 7]);
+        let mut env = MaxAndSkip::new(game, 4);
+        env.reset();
+        let step = env.step(3);
+        assert_eq!(taken(&calls), ["reset", "step 3", "step 3", "step 3", "step 3"]);
+        assert_eq!(step.reward, 3.0);
+        // max of [1,5], [4,2], [3,3]; [9,0] from the first frame has left the window.
+        assert_eq!(step.frame, vec![4, 5]);
+        assert!(!step.done());
+        // The game ends on its 7th frame: the step stops there, after 3 frames.
+        let step = env.step(1);
+        assert_eq!(taken(&calls).len(), 3);
+        assert_eq!(step.reward, 5.0);
+        assert_eq!(step.frame, vec![7, 7]);
+        assert!(step.terminated);
+        // Reset clears the window: the frame after it is maxed with the reset frame only.
+        env.reset();
+        let mut single = MaxAndSkip::new(
+            ScriptedGame::boxed(vec![vec![1, 2]; 3], vec![0.0; 3], vec![1; 3]).0,
+            1,
+        );
+        single.reset();
+        assert_eq!(single.step(0).frame, vec![1, 2]);
+    }
+
+    /// Episodic life: a lost life ends the learner's episode without resetting the
+    /// game (reset then plays one no-op); only game over resets it. A drop to zero
+    /// lives is no lost life, as in Qbert where game over follows a few frames later.
+    #[test]
+    fn episodic_life_ends_episodes_at_lost_lives() {
+        let frames: Vec<Vec<u8>> = (1..=6).map(|i| vec![i]).collect();
+        let lives = vec![3, 2, 2, 1, 0, 0];
+        let (game, calls) = ScriptedGame::boxed(frames, vec![0.0; 6], lives);
+        let mut env = EpisodicLife::new(game);
+        env.reset();
+        assert!(!env.step(4).terminated);
+        assert!(env.step(4).terminated, "3 -> 2 lives ends the episode");
+        assert_eq!(env.reset(), vec![3], "reset after a lost life plays a no-op");
+        assert!(env.step(4).terminated, "2 -> 1 lives");
+        env.reset();
+        // Step 5: 1 -> 0 lives is not counted; step 6 is the real game over.
+        let _ = env.step(4);
+        assert!(env.step(4).terminated);
+        env.reset();
+        assert_eq!(
+            taken(&calls),
+            [
+                "reset", "step 4", "step 4", "step 0", "step 4", "step 0", "step 4", "step 4",
+                "reset"
+            ]
+        );
+    }
+
+    /// The drop to zero lives alone does not end the learner's episode.
+    #[test]
+    fn episodic_life_ignores_the_drop_to_zero() {
+        let (game, _) =
+            ScriptedGame::boxed(vec![vec![1], vec![2], vec![3]], vec![0.0; 3], vec![1, 0, 0]);
+        let mut env = EpisodicLife::new(game);
+        env.reset();
+        assert!(!env.step(0).terminated);
+        assert!(!env.step(0).terminated);
+    }
+
+    /// Fire reset presses FIRE (action 1), then action 2, and returns the frame after.
+    #[test]
+    fn fire_reset_presses_fire_then_two() {
+        let (game, calls) = ScriptedGame::endless();
+        let mut env = FireReset::new(game);
+        assert_eq!(env.reset(), vec![2]);
+        assert_eq!(taken(&calls), ["reset", "step 1", "step 2"]);
+        env.step(0);
+        assert_eq!(taken(&calls), ["step 0"]);
+    }
+
+    /// A screen whose value at row r is r in every channel.
+    fn row_numbered_screen() -> Vec<u8> {
+        let (height, width, channels) = SCREEN_SHAPE;
+        (0..height * width * channels).map(|i| (i / (width * channels)) as u8).collect()
+    }
+
+    /// Pong keeps rows 34..194, which halve exactly: output row i averages rows 34 + 2i
+    /// and 35 + 2i, (2(34 + 2i) + 2(35 + 2i) + 2) >> 2 = 35 + 2i, and its gray value is
+    /// that times 0.2989 + 0.587 + 0.114 = 0.9999.
+    #[test]
+    fn preprocess_halves_pong_rows() {
+        let mut observation = vec![0.0; OBSERVATION_SIDE * OBSERVATION_SIDE];
+        preprocess(&row_numbered_screen(), Crop { crop1: 34, crop2: 34 }, &mut observation);
+        for row in [0, 1, 40, 79] {
+            let expected = ((35.0 + 2.0 * row as f64) * 0.9999) as f32;
+            for col in [0, 17, 79] {
+                assert_eq!(
+                    observation[row * OBSERVATION_SIDE + col],
+                    expected,
+                    "row {row} col {col}"
+                );
+            }
+        }
+    }
+
+    /// MsPacman keeps rows 2..170, 168 rows into 80, 2.1 per output row: row 0 weighs
+    /// rows 2, 3, 4 by 1, 1, 0.1 (5.4 / 2.1 = 2.57 -> 3); row 1 weighs rows 4, 5, 6 by
+    /// 0.9, 1, 0.2 (9.8 / 2.1 = 4.67 -> 5).
+    #[test]
+    fn preprocess_weights_mspacman_rows_by_area() {
+        let mut observation = vec![0.0; OBSERVATION_SIDE * OBSERVATION_SIDE];
+        preprocess(&row_numbered_screen(), Crop { crop1: 2, crop2: 10 }, &mut observation);
+        assert_eq!(observation[0], (3.0 * 0.9999f64) as f32);
+        assert_eq!(observation[OBSERVATION_SIDE + 5], (5.0 * 0.9999f64) as f32);
+    }
+
+    /// The 2x2 path rounds quarter sums the way OpenCV does, (sum + 2) >> 2: a block
+    /// of 1, 2, 1, 2 (6/4 = 1.5) gives 2, and 2, 3, 2, 3 (2.5) gives 3.
+    #[test]
+    fn halving_rounds_like_opencv() {
+        let pixel = |values: [u8; 4]| -> u8 {
+            let image: Vec<u8> = values.iter().flat_map(|&v| [v; 3]).collect();
+            resize_area(&image, 2, 2, 1, 1)[0]
+        };
+        assert_eq!(pixel([1, 2, 1, 2]), 2);
+        assert_eq!(pixel([2, 3, 2, 3]), 3);
+        assert_eq!(pixel([0, 0, 0, 1]), 0);
+        assert_eq!(pixel([0, 0, 1, 2]), 1);
+    }
+
+    /// Area weights for 3 -> 2: each output covers 1.5 inputs, the middle one split
+    /// half and half, weights normalised by the cell size.
+    #[test]
+    fn area_weights_split_partly_covered_pixels() {
+        let weights = area_weights(3, 2);
+        let expected = [(0, 0, 1.0 / 1.5), (0, 1, 0.5 / 1.5), (1, 1, 0.5 / 1.5), (1, 2, 1.0 / 1.5)];
+        assert_eq!(weights.len(), expected.len(), "{weights:?}");
+        for (got, want) in weights.iter().zip(expected) {
+            assert_eq!((got.0, got.1), (want.0, want.1));
+            assert!((got.2 - want.2 as f32).abs() < 1e-6, "{weights:?}");
+        }
+        // A 3x1 row [0, 90, 180] shrinks to [(0 + 45) / 1.5, (45 + 180) / 1.5] = [30, 150].
+        let row: Vec<u8> = [0u8, 90, 180].iter().flat_map(|&v| [v; 3]).collect();
+        assert_eq!(resize_area(&row, 1, 3, 1, 2), vec![30, 30, 30, 150, 150, 150]);
+    }
+
+    /// The normaliser's first observation: bias correction makes the running estimates
+    /// equal that observation's own mean and (population) standard deviation.
+    #[test]
+    fn normalizer_bias_corrects_its_first_estimate() {
+        let mut normalizer = RunningNormalizer::default();
+        let mut observation = vec![1.0, 3.0];
+        normalizer.normalize(&mut observation);
+        // mean 2, std 1: (1 - 2) / 1 and (3 - 2) / 1.
+        assert!(
+            (observation[0] + 1.0).abs() < 1e-6 && (observation[1] - 1.0).abs() < 1e-6,
+            "{observation:?}"
+        );
+        // Second observation [5, 9] (mean 7, std 2): running mean
+        // (0.0001 * 0.9999 * 2 + 0.0001 * 7) / (1 - 0.9999^2), likewise the std.
+        let mut observation = vec![5.0, 9.0];
+        normalizer.normalize(&mut observation);
+        let correction = 1.0 - 0.9999f64.powi(2);
+        let mean = (0.9999 * 0.0001 * 2.0 + 0.0001 * 7.0) / correction;
+        let std = (0.9999 * 0.0001 * 1.0 + 0.0001 * 2.0) / correction;
+        let expected = ((5.0 - mean) / (std + 1e-8)) as f32;
+        assert!((observation[0] - expected).abs() < 1e-5, "{} != {expected}", observation[0]);
+    }
+}

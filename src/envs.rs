@@ -1,0 +1,43 @@
+//! The `a3g envs` subcommand: which ids exist, and what each gives the agent.
+
+use std::collections::HashMap;
+
+use crate::cli::EnvsArgs;
+use crate::env::{self, atari, ActionSpace, EnvOptions};
+use crate::error::Result;
+
+/// Prints one line per id: id, action space, observation shape, and for ids named on
+/// the command line that are Atari games, the rows the crop keeps.
+pub fn run(args: &EnvsArgs) -> Result<()> {
+    let options = EnvOptions { crop_file: args.env_config.clone(), ..EnvOptions::default() };
+    let listing_all = args.ids.is_empty();
+    let ids = if listing_all { env::all_ids() } else { args.ids.clone() };
+    // Every id family of a game shares its minimal action set, so listing all ids
+    // loads each ROM once rather than seven times.
+    let mut spaces_by_game: HashMap<String, (ActionSpace, Vec<i64>)> = HashMap::new();
+    let mut lines = Vec::with_capacity(ids.len());
+    for id in &ids {
+        let game = atari::AtariId::parse(id).map(|parsed| parsed.game);
+        let cached =
+            game.as_ref().filter(|_| listing_all).and_then(|game| spaces_by_game.get(game));
+        let (action_space, shape) = match cached {
+            Some(spaces) => spaces.clone(),
+            None => {
+                let made = env::make(id, &options)?;
+                let spaces = (made.action_space().clone(), made.observation_shape().to_vec());
+                if let Some(game) = game.clone() {
+                    spaces_by_game.insert(game, spaces.clone());
+                }
+                spaces
+            }
+        };
+        let mut line = format!("{id:<34} {:<24} {shape:?}", action_space.to_string());
+        if let (false, Some(game)) = (listing_all, game) {
+            let crop = env::crop_for_game(&game, &options)?;
+            line.push_str(&format!("  crop rows {}..{}", crop.crop1, (crop.crop2 + 160).min(210)));
+        }
+        lines.push(line);
+    }
+    println!("{}", lines.join("\n").trim_end());
+    Ok(())
+}

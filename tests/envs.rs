@@ -1,0 +1,173 @@
+//! Environments through the library: seeding, threads, and each Atari id family's
+//! frameskip, sticky actions and limits on the real emulator.
+
+use std::collections::hash_map::DefaultHasher;
+use std::hash::{Hash, Hasher};
+
+use a3g::env::atari::{AtariGame, AtariId, Frameskip};
+use a3g::env::wrappers::FrameEnv;
+use a3g::env::{self, Action, EnvOptions};
+
+/// A fingerprint of `steps` agent steps of `id` from seed `seed` under a fixed action
+/// pattern: every observation, reward and flag goes into the hash.
+fn trajectory(id: &str, seed: u64, steps: usize) -> u64 {
+    let options = EnvOptions { seed, ..EnvOptions::default() };
+    let mut env = env::make(id, &options).expect("make env");
+    let actions = match env.action_space() {
+        env::ActionSpace::Discrete { n } => *n,
+        env::ActionSpace::Continuous { .. } => unreachable!("Atari ids only"),
+    };
+    let mut hasher = DefaultHasher::new();
+    let hash_observation = |observation: &[f32], hasher: &mut DefaultHasher| {
+        observation.iter().for_each(|value| value.to_bits().hash(hasher));
+    };
+    hash_observation(&env.reset(None), &mut hasher);
+    for step in 0..steps {
+        let result = env.step(&Action::Discrete((step * 7 / 5) % actions));
+        hash_observation(&result.observation, &mut hasher);
+        (result.reward.to_bits(), result.terminated, result.truncated, result.lives)
+            .hash(&mut hasher);
+        if result.done() {
+            hash_observation(&env.reset(None), &mut hasher);
+        }
+    }
+    hasher.finish()
+}
+
+/// Equal seeds give identical trajectories, in ids with every random element: random
+/// frameskip, sticky actions and random no-op starts.
+#[test]
+fn same_seed_same_trajectory() {
+    for id in ["Pong-v0", "BreakoutNoFrameskip-v0", "ALE/Seaquest-v5"] {
+        assert_eq!(trajectory(id, 11, 300), trajectory(id, 11, 300), "{id}");
+        assert_ne!(
+            trajectory(id, 11, 300),
+            trajectory(id, 12, 300),
+            "{id}: the seed changes nothing"
+        );
+    }
+}
+
+/// Environments stepped in parallel threads give exactly the trajectories of the same
+/// environments stepped one after another.
+#[test]
+fn threads_match_sequential_runs() {
+    let cases: Vec<(&str, u64)> =
+        vec![("Breakout-v0", 1), ("Breakout-v0", 2), ("MsPacmanNoFrameskip-v4", 3), ("Pong-v4", 4)];
+    let sequential: Vec<u64> = cases.iter().map(|&(id, seed)| trajectory(id, seed, 200)).collect();
+    let parallel: Vec<u64> = std::thread::scope(|scope| {
+        let handles: Vec<_> = cases
+            .iter()
+            .map(|&(id, seed)| scope.spawn(move || trajectory(id, seed, 200)))
+            .collect();
+        handles.into_iter().map(|handle| handle.join().expect("thread")).collect()
+    });
+    assert_eq!(sequential, parallel);
+}
+
+/// The game layer of `id` from `seed`.
+fn game(id: &str, seed: u64, max_episode_steps: Option<u32>) -> AtariGame {
+    AtariGame::new(&AtariId::parse(id).expect("known id"), seed, max_episode_steps)
+        .expect("load game")
+}
+
+/// Emulator frames per agent step: 4 in Deterministic ids (3 in Space Invaders), 1 in
+/// NoFrameskip ids, and 2, 3 or 4 drawn afresh each step in -v0/-v4.
+#[test]
+fn frameskip_per_family() {
+    for (id, frames) in [
+        ("PongDeterministic-v4", 4),
+        ("SpaceInvadersDeterministic-v4", 3),
+        ("PongNoFrameskip-v4", 1),
+    ] {
+        let mut game = game(id, 1, None);
+        game.reset();
+        let start = game.env_frames();
+        for _ in 0..50 {
+            game.step(0);
+        }
+        assert_eq!(game.env_frames() - start, 50 * frames, "{id}");
+    }
+    let mut game = game("Pong-v4", 1, None);
+    game.reset();
+    let mut seen = [0; 5];
+    for _ in 0..300 {
+        let before = game.env_frames();
+        game.step(0);
+        seen[(game.env_frames() - before) as usize] += 1;
+    }
+    assert_eq!(seen[0] + seen[1], 0, "{seen:?}");
+    assert!(seen[2..].iter().all(|&count| count > 60), "skips 2..4 not uniform: {seen:?}");
+}
+
+/// With sticky actions off (-v4) the seed cannot change what a fixed action sequence
+/// does; with them on (-v0, 0.25) it does.
+#[test]
+fn sticky_actions_per_family() {
+    let play = |id: &str, seed: u64| -> Vec<Vec<u8>> {
+        let mut game = game(id, seed, None);
+        game.reset();
+        (0..400).map(|step| game.step(if step % 20 < 10 { 2 } else { 3 }).frame).collect()
+    };
+    assert_eq!(play("PongDeterministic-v4", 1), play("PongDeterministic-v4", 2));
+    assert_ne!(play("PongDeterministic-v0", 1), play("PongDeterministic-v0", 2));
+}
+
+/// A step limit truncates exactly at that step, and a frame limit (-v5) at the step
+/// that reaches it. --max-episode-length counts agent steps above max-and-skip; as in
+/// Gym, whose TimeLimit sits below the whole stack, the frames played by no-op and
+/// fire reset count too.
+#[test]
+fn step_and_frame_limits_truncate() {
+    let mut limited = game("PongDeterministic-v4", 1, Some(50));
+    limited.reset();
+    for step in 1..=50 {
+        assert_eq!(limited.step(0).truncated, step == 50, "step {step}");
+    }
+    limited.reset();
+    assert!(!limited.step(0).truncated, "reset restarts the count");
+
+    let mut id = AtariId::parse("ALE/Pong-v5").unwrap();
+    assert_eq!(id.family.frameskip, Frameskip::Fixed(4));
+    id.family.max_episode_frames = Some(400);
+    let mut framed = AtariGame::new(&id, 1, None).unwrap();
+    framed.reset();
+    for step in 1..=100 {
+        assert_eq!(framed.step(0).truncated, step == 100, "step {step}");
+    }
+
+    let options = EnvOptions { seed: 1, max_episode_length: Some(20), ..EnvOptions::default() };
+    let mut agent = env::make("PongNoFrameskip-v4", &options).unwrap();
+    agent.reset(None);
+    // 1..=30 no-ops, then fire reset's FIRE and UP, 4 frames each.
+    let reset_frames = agent.env_frames();
+    assert!((9..=38).contains(&reset_frames), "{reset_frames} frames at reset");
+    let last_step = (20 * 4 - reset_frames).div_ceil(4);
+    for step in 1..=last_step {
+        assert_eq!(
+            agent.step(&Action::Discrete(0)).truncated,
+            step == last_step,
+            "agent step {step}"
+        );
+    }
+}
+
+/// The full stack: observations are 1x80x80 normalised floats, Pong's score comes
+/// through unclipped, and a NoFrameskip step plays skip-rate frames.
+#[test]
+fn atari_stack_observations_and_frames() {
+    let options = EnvOptions { seed: 3, skip_rate: 4, ..EnvOptions::default() };
+    let mut env = env::make("PongNoFrameskip-v4", &options).unwrap();
+    assert_eq!(env.observation_shape(), &[1, 80, 80]);
+    let observation = env.reset(None);
+    assert_eq!(observation.len(), 80 * 80);
+    assert!(observation.iter().all(|value| value.is_finite()));
+    let frames_after_reset = env.env_frames();
+    let mut rewards = 0.0;
+    for _ in 0..200 {
+        rewards += env.step(&Action::Discrete(0)).reward;
+    }
+    assert_eq!(env.env_frames() - frames_after_reset, 800);
+    // Standing still loses points in Pong; each is a raw -1.
+    assert!(rewards <= -1.0 && rewards.fract() == 0.0, "rewards {rewards}");
+}
