@@ -259,17 +259,64 @@ pub fn preprocess(frame: &[u8], crop: Crop, observation: &mut [f32]) {
     let top = crop.crop1.min(height);
     let bottom = (crop.crop2 + 160).min(height);
     let region = &frame[top * width * channels..bottom * width * channels];
+    if bottom - top == 2 * OBSERVATION_SIDE && width == 2 * OBSERVATION_SIDE {
+        halve_to_gray(region, observation);
+        return;
+    }
     let small = resize_area(region, bottom - top, width, OBSERVATION_SIDE, OBSERVATION_SIDE);
     for (gray, rgb) in observation.iter_mut().zip(small.chunks_exact(3)) {
-        let [r, g, b] = [rgb[0], rgb[1], rgb[2]].map(f64::from);
-        *gray = (0.2989 * r + 0.587 * g + 0.114 * b) as f32;
+        *gray = to_gray([rgb[0], rgb[1], rgb[2]]);
     }
 }
 
-/// OpenCV's `resize(..., INTER_AREA)` of an RGB byte image to a smaller one: the
-/// average over each destination pixel's source area. Halving both sides takes
-/// OpenCV's exact-integer path, `(a + b + c + d + 2) >> 2`; other ratios weight
-/// partly covered pixels by their overlap, sum in f32 and round half to even.
+/// The reference's gray level of one RGB pixel.
+fn to_gray(rgb: [u8; 3]) -> f32 {
+    let [r, g, b] = rgb.map(usize::from);
+    (GRAY_RED[r] + GRAY_GREEN[g] + GRAY_BLUE[b]) as f32
+}
+
+/// Each channel's share of the gray level, tabulated per byte value: the products are
+/// the f64 ones computed at compile time, so lookups give exactly the values of the
+/// multiplications (and the same sum order) for less work per pixel.
+const GRAY_RED: [f64; 256] = gray_table(0.2989);
+const GRAY_GREEN: [f64; 256] = gray_table(0.587);
+const GRAY_BLUE: [f64; 256] = gray_table(0.114);
+
+const fn gray_table(weight: f64) -> [f64; 256] {
+    let mut table = [0.0; 256];
+    let mut value = 0;
+    while value < 256 {
+        table[value] = weight * value as f64;
+        value += 1;
+    }
+    table
+}
+
+/// The common case of [`preprocess`] (160 rows kept, as for most games), fused: each
+/// 2x2 block is averaged as OpenCV's exact halving does, `(a + b + c + d + 2) >> 2` per
+/// channel, and turned to gray in one pass. Adding the two source rows first keeps the
+/// inner loops simple enough to vectorise.
+fn halve_to_gray(region: &[u8], observation: &mut [f32]) {
+    const SRC_ROW_LEN: usize = 2 * OBSERVATION_SIDE * 3;
+    let mut column_sums = [0u16; SRC_ROW_LEN];
+    for (out_row, rows) in
+        observation.chunks_exact_mut(OBSERVATION_SIDE).zip(region.chunks_exact(2 * SRC_ROW_LEN))
+    {
+        let (upper, lower) = rows.split_at(SRC_ROW_LEN);
+        for ((sum, &top), &bottom) in column_sums.iter_mut().zip(upper).zip(lower) {
+            *sum = u16::from(top) + u16::from(bottom);
+        }
+        for (gray, pair) in out_row.iter_mut().zip(column_sums.chunks_exact(6)) {
+            let mean = |channel: usize| ((pair[channel] + pair[channel + 3] + 2) >> 2) as u8;
+            *gray = to_gray([mean(0), mean(1), mean(2)]);
+        }
+    }
+}
+
+/// OpenCV's `resize(..., INTER_AREA)` of an RGB byte image to a smaller one, for
+/// ratios other than exactly 2 (which OpenCV and [`halve_to_gray`] do in integers):
+/// the average over each destination pixel's source area, weighting partly covered
+/// pixels by their overlap, summed in f32 and rounded half to even.
 fn resize_area(
     src: &[u8],
     src_rows: usize,
@@ -281,20 +328,6 @@ fn resize_area(
     let mut dst = vec![0u8; dst_rows * dst_cols * CHANNELS];
     let src_at =
         |row: usize, col: usize, channel: usize| src[(row * src_cols + col) * CHANNELS + channel];
-    if src_rows == 2 * dst_rows && src_cols == 2 * dst_cols {
-        for row in 0..dst_rows {
-            for col in 0..dst_cols {
-                for channel in 0..CHANNELS {
-                    let sum = u16::from(src_at(2 * row, 2 * col, channel))
-                        + u16::from(src_at(2 * row, 2 * col + 1, channel))
-                        + u16::from(src_at(2 * row + 1, 2 * col, channel))
-                        + u16::from(src_at(2 * row + 1, 2 * col + 1, channel));
-                    dst[(row * dst_cols + col) * CHANNELS + channel] = ((sum + 2) >> 2) as u8;
-                }
-            }
-        }
-        return dst;
-    }
     let row_weights = area_weights(src_rows, dst_rows);
     let col_weights = area_weights(src_cols, dst_cols);
     let mut sums = vec![0f32; dst_cols * CHANNELS];
@@ -374,15 +407,24 @@ impl RunningNormalizer {
     /// Updates the estimates with `observation` and normalises it in place.
     pub fn normalize(&mut self, observation: &mut [f32]) {
         let n = observation.len() as f64;
-        let mean = observation.iter().map(|&v| f64::from(v)).sum::<f64>() / n;
-        let variance = observation.iter().map(|&v| (f64::from(v) - mean).powi(2)).sum::<f64>() / n;
+        // One pass for both moments; in f64 the sum of squares of 6400 values under 256
+        // loses nothing that matters.
+        let (sum, sum_of_squares) =
+            observation.iter().fold((0.0, 0.0), |(sum, squares), &value| {
+                let value = f64::from(value);
+                (sum + value, squares + value * value)
+            });
+        let mean = sum / n;
+        let variance = (sum_of_squares / n - mean * mean).max(0.0);
         self.steps = self.steps.saturating_add(1);
         self.mean = self.mean * Self::ALPHA + mean * (1.0 - Self::ALPHA);
         self.std = self.std * Self::ALPHA + variance.sqrt() * (1.0 - Self::ALPHA);
         let correction = 1.0 - Self::ALPHA.powi(self.steps);
-        let (mean, std) = (self.mean / correction, self.std / correction);
+        // The reference applies the estimates to a float32 array, so in f32.
+        let mean = (self.mean / correction) as f32;
+        let std = (self.std / correction) as f32;
         for value in observation {
-            *value = ((f64::from(*value) - mean) / (std + 1e-8)) as f32;
+            *value = (*value - mean) / (std + 1e-8);
         }
     }
 }
@@ -636,18 +678,25 @@ mod tests {
         assert_eq!(observation[OBSERVATION_SIDE + 5], (5.0 * 0.9999f64) as f32);
     }
 
-    /// The 2x2 path rounds quarter sums the way OpenCV does, (sum + 2) >> 2: a block
-    /// of 1, 2, 1, 2 (6/4 = 1.5) gives 2, and 2, 3, 2, 3 (2.5) gives 3.
+    /// Halving rounds quarter sums the way OpenCV does, (sum + 2) >> 2: a block of
+    /// 1, 2, 1, 2 (6/4 = 1.5) gives 2, and 2, 3, 2, 3 (2.5) gives 3, before gray.
     #[test]
     fn halving_rounds_like_opencv() {
-        let pixel = |values: [u8; 4]| -> u8 {
-            let image: Vec<u8> = values.iter().flat_map(|&v| [v; 3]).collect();
-            resize_area(&image, 2, 2, 1, 1)[0]
+        let pixel = |block: [u8; 4]| -> f32 {
+            let row_len = 160 * 3;
+            let mut region = vec![0u8; 160 * row_len];
+            region[..3].fill(block[0]);
+            region[3..6].fill(block[1]);
+            region[row_len..row_len + 3].fill(block[2]);
+            region[row_len + 3..row_len + 6].fill(block[3]);
+            let mut observation = vec![0.0; OBSERVATION_SIDE * OBSERVATION_SIDE];
+            halve_to_gray(&region, &mut observation);
+            observation[0]
         };
-        assert_eq!(pixel([1, 2, 1, 2]), 2);
-        assert_eq!(pixel([2, 3, 2, 3]), 3);
-        assert_eq!(pixel([0, 0, 0, 1]), 0);
-        assert_eq!(pixel([0, 0, 1, 2]), 1);
+        assert_eq!(pixel([1, 2, 1, 2]), to_gray([2; 3]));
+        assert_eq!(pixel([2, 3, 2, 3]), to_gray([3; 3]));
+        assert_eq!(pixel([0, 0, 0, 1]), 0.0);
+        assert_eq!(pixel([0, 0, 1, 2]), to_gray([1; 3]));
     }
 
     /// Area weights for 3 -> 2: each output covers 1.5 inputs, the middle one split
