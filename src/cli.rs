@@ -2,8 +2,10 @@
 //! of every hyperparameter (`a3g <subcommand> --help`).
 
 use std::path::PathBuf;
+use std::time::Duration;
 
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use serde::{Deserialize, Serialize};
 
 /// Asynchronous advantage actor-critic (A3C) and its GPU-hybrid form A3G.
 ///
@@ -22,16 +24,145 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Train a model with asynchronous workers, a test agent and checkpoints.
-    Train(TrainArgs),
+    Train(Box<TrainArgs>),
     /// Evaluate a saved model over a number of greedy episodes.
     Eval(EvalArgs),
     /// List environment ids with their action space and observation shape.
     Envs(EnvsArgs),
 }
 
+/// The shared optimizer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, Serialize, Deserialize)]
+pub enum OptimizerName {
+    #[value(name = "Adam")]
+    Adam,
+    #[value(name = "RMSprop")]
+    RmsProp,
+}
+
 /// Flags of `a3g train`.
-#[derive(Debug, Args)]
-pub struct TrainArgs {}
+#[derive(Clone, Debug, Args, Serialize, Deserialize)]
+pub struct TrainArgs {
+    /// Environment id (`a3g envs` lists them).
+    #[arg(long, default_value = "PongNoFrameskip-v4", help_heading = "Environment")]
+    pub env: String,
+    /// Per-game crop rows for Atari preprocessing (default: the built-in
+    /// configs/atari_crop.json).
+    #[arg(long, value_name = "FILE", help_heading = "Environment")]
+    pub env_config: Option<PathBuf>,
+    /// Emulator frames per agent step for NoFrameskip ids.
+    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..), help_heading = "Environment")]
+    pub skip_rate: u32,
+    /// Agent steps after which an episode is cut.
+    #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u32).range(1..), help_heading = "Environment")]
+    pub max_episode_length: u32,
+
+    /// Training threads, each with its own environment and model copy (default: the
+    /// number of cores).
+    #[arg(long, help_heading = "Workers")]
+    pub workers: Option<usize>,
+    /// Agent steps per rollout, between weight pulls and gradient pushes.
+    #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u32).range(1..), help_heading = "Workers")]
+    pub num_steps: u32,
+    /// Rollout lengths handed to the workers round-robin, in place of --num-steps
+    /// (for example 16 32 64).
+    #[arg(long, num_args = 1.., value_parser = clap::value_parser!(u32).range(1..), help_heading = "Workers")]
+    pub distributed_step_size: Vec<u32>,
+    /// Random seed; worker i uses seed + i.
+    #[arg(long, default_value_t = 1, help_heading = "Workers")]
+    pub seed: u64,
+
+    /// Units of the LSTM (and of the MLP layers for classic control).
+    #[arg(long, default_value_t = 512, value_parser = clap::value_parser!(i64).range(1..), help_heading = "Model")]
+    pub hidden_size: i64,
+    /// Give the classic-control MLP an LSTM cell (Atari models always have one).
+    #[arg(long, help_heading = "Model")]
+    pub lstm: bool,
+
+    /// Shared optimizer.
+    #[arg(long, value_enum, default_value_t = OptimizerName::Adam, help_heading = "Optimization")]
+    pub optimizer: OptimizerName,
+    /// Learning rate.
+    #[arg(long, default_value_t = 1e-4, help_heading = "Optimization")]
+    pub lr: f64,
+    /// Use AMSGrad's maximum of second moments with Adam.
+    #[arg(long, help_heading = "Optimization")]
+    pub amsgrad: bool,
+    /// Share the optimizer's statistics between workers; false gives each worker
+    /// statistics of its own over the shared weights.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set, help_heading = "Optimization")]
+    pub shared_optimizer: bool,
+    /// Discount factor for rewards.
+    #[arg(long, default_value_t = 0.99, help_heading = "Optimization")]
+    pub gamma: f64,
+    /// GAE parameter (lambda).
+    #[arg(long, default_value_t = 1.0, help_heading = "Optimization")]
+    pub tau: f64,
+    /// Weight of the entropy bonus.
+    #[arg(long, default_value_t = 0.01, help_heading = "Optimization")]
+    pub entropy_coef: f64,
+    /// Weight of the value loss.
+    #[arg(long, default_value_t = 0.5, help_heading = "Optimization")]
+    pub value_coef: f64,
+
+    /// Stop after this many agent steps, summed over workers.
+    #[arg(long, help_heading = "Run")]
+    pub max_steps: Option<u64>,
+    /// Stop after this long: 90s, 10m, 2h, or plain seconds.
+    #[arg(long, value_parser = parse_duration, help_heading = "Run")]
+    pub max_time: Option<HumanDuration>,
+    /// Stop once the test agent's mean over its last 100 games reaches this score.
+    #[arg(long, help_heading = "Run")]
+    pub stop_at_mean: Option<f64>,
+    /// Seconds between status lines.
+    #[arg(long, default_value_t = 5.0, help_heading = "Run")]
+    pub status_interval: f64,
+
+    /// Resume model, optimizer statistics and counters from --load-model-dir.
+    #[arg(long, help_heading = "Checkpoints")]
+    pub load: bool,
+    /// Folder --load reads checkpoints from.
+    #[arg(long, default_value = "trained_models", help_heading = "Checkpoints")]
+    pub load_model_dir: PathBuf,
+    /// Folder checkpoints are written to.
+    #[arg(long, default_value = "trained_models", help_heading = "Checkpoints")]
+    pub save_model_dir: PathBuf,
+    /// Save after a test game only when it matches or beats the best score so far.
+    #[arg(long, help_heading = "Checkpoints")]
+    pub save_max: bool,
+    /// Folder of the test agent's game log (<env>_log).
+    #[arg(long, default_value = "logs", help_heading = "Checkpoints")]
+    pub log_dir: PathBuf,
+}
+
+/// A duration given as 90s, 10m, 2h or plain seconds, kept as written for the logs.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct HumanDuration {
+    pub text: String,
+    pub seconds: f64,
+}
+
+impl HumanDuration {
+    /// As a `Duration`.
+    pub fn duration(&self) -> Duration {
+        Duration::from_secs_f64(self.seconds)
+    }
+}
+
+fn parse_duration(text: &str) -> Result<HumanDuration, String> {
+    let (number, unit) = match text.char_indices().last() {
+        Some((index, 's')) => (&text[..index], 1.0),
+        Some((index, 'm')) => (&text[..index], 60.0),
+        Some((index, 'h')) => (&text[..index], 3600.0),
+        _ => (text, 1.0),
+    };
+    match number.parse::<f64>() {
+        Ok(value) if value > 0.0 && value.is_finite() => {
+            Ok(HumanDuration { text: text.to_string(), seconds: value * unit })
+        }
+        _ => Err(format!("{text:?} is not a duration; write 90s, 10m, 2h or plain seconds")),
+    }
+}
 
 /// Flags of `a3g eval`.
 #[derive(Debug, Args)]
@@ -46,4 +177,21 @@ pub struct EnvsArgs {
     /// configs/atari_crop.json).
     #[arg(long, value_name = "FILE")]
     pub env_config: Option<PathBuf>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Durations take s, m, h or no unit, and refuse anything else.
+    #[test]
+    fn durations_parse() {
+        assert_eq!(parse_duration("90s").unwrap().seconds, 90.0);
+        assert_eq!(parse_duration("10m").unwrap().seconds, 600.0);
+        assert_eq!(parse_duration("2h").unwrap().seconds, 7200.0);
+        assert_eq!(parse_duration("1.5").unwrap().seconds, 1.5);
+        for bad in ["", "m", "ten", "-5s", "0", "5d"] {
+            assert!(parse_duration(bad).is_err(), "{bad} parsed");
+        }
+    }
 }

@@ -55,9 +55,51 @@ pub enum Error {
         /// The ROM file handed to ALE.
         path: PathBuf,
     },
+    /// No checkpoint for the environment in the folder.
+    #[error("no checkpoint for {env} in {}{}; train first or pass --load-model-dir", dir.display(), list_found(found))]
+    NoCheckpoint {
+        /// The folder searched.
+        dir: PathBuf,
+        /// The environment id.
+        env: String,
+        /// Checkpoint files the folder holds.
+        found: Vec<String>,
+    },
+    /// A checkpoint file that cannot be read.
+    #[error("cannot read checkpoint {}: {reason}; the file is damaged or not a checkpoint, train again or restore it", path.display())]
+    CorruptCheckpoint {
+        /// The file.
+        path: PathBuf,
+        /// What went wrong.
+        reason: String,
+    },
+    /// A checkpoint made for another model or environment.
+    #[error("checkpoint {} does not fit this model: {detail}; {advice}", path.display())]
+    CheckpointMismatch {
+        /// The file.
+        path: PathBuf,
+        /// What differs (tensor name and both shapes, or both env ids).
+        detail: String,
+        /// What to do.
+        advice: &'static str,
+    },
+    /// A flag value or combination that cannot work.
+    #[error("{0}")]
+    BadArguments(String),
+    /// A training thread failed.
+    #[error("{0}")]
+    Training(String),
     /// libtorch reported an error.
     #[error("libtorch failed")]
     Torch(#[from] tch::TchError),
+}
+
+fn list_found(found: &[String]) -> String {
+    if found.is_empty() {
+        " (it holds no checkpoints)".to_string()
+    } else {
+        format!(" (it holds: {})", found.join(", "))
+    }
 }
 
 impl Error {

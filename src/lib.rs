@@ -15,10 +15,19 @@
 //! - *agent step*: one action chosen by the agent; with frame skip it spans several
 //!   emulator frames. Counters carry their unit (`env_frames`, `agent_steps`).
 
+pub mod agent;
+pub mod checkpoint;
 pub mod cli;
 pub mod env;
 pub mod envs;
 pub mod error;
+pub mod model;
+pub mod rollout;
+pub mod shared_optim;
+pub mod stop;
+pub mod tester;
+pub mod train;
+pub mod worker;
 
 pub use error::{Error, Result};
 
@@ -27,7 +36,7 @@ use cli::{Cli, Command};
 /// Runs the subcommand the user asked for.
 pub fn run(cli: Cli) -> Result<()> {
     let command = match cli.command {
-        Command::Train(_) => "train",
+        Command::Train(args) => return train::run(&args),
         Command::Eval(_) => "eval",
         Command::Envs(args) => return envs::run(&args),
     };

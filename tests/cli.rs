@@ -35,7 +35,7 @@ fn subcommands_have_help() {
 #[test]
 fn unavailable_subcommand_is_one_line_error() {
     let scratch = Scratch::new("unavailable");
-    for subcommand in ["train", "eval"] {
+    for subcommand in ["eval"] {
         let line = assert_one_line_error(&scratch.a3g(&[subcommand]));
         assert!(line.contains(&format!("a3g {subcommand}")), "{line}");
     }

@@ -5,3 +5,4 @@ mod util;
 mod cli;
 mod envs;
 mod runtime;
+mod train;

@@ -37,6 +37,11 @@ impl Scratch {
         Scratch { dir }
     }
 
+    /// A path inside this folder.
+    pub fn path(&self, name: &str) -> PathBuf {
+        self.dir.join(name)
+    }
+
     /// Writes `contents` to `name` inside this folder.
     pub fn write(&self, name: &str, contents: &str) {
         std::fs::write(self.dir.join(name), contents).expect("write scratch file");

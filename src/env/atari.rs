@@ -540,7 +540,9 @@ pub fn make(id: AtariId, options: &EnvOptions) -> Result<Box<dyn Env>> {
         stack = Box::new(NoopReset::new(stack, 30, options.seed));
         stack = Box::new(MaxAndSkip::new(stack, options.skip_rate));
     }
-    stack = Box::new(EpisodicLife::new(stack));
+    if options.episodic_life {
+        stack = Box::new(EpisodicLife::new(stack));
+    }
     if has_fire {
         stack = Box::new(FireReset::new(stack));
     }

@@ -89,11 +89,20 @@ pub struct EnvOptions {
     pub skip_rate: u32,
     /// The crop file (`--env-config`); `None` uses the built-in configs/atari_crop.json.
     pub crop_file: Option<PathBuf>,
+    /// Whether a lost life ends the episode (training); off, only game over does
+    /// (testing and evaluation, whose scores are whole games).
+    pub episodic_life: bool,
 }
 
 impl Default for EnvOptions {
     fn default() -> Self {
-        EnvOptions { seed: 1, max_episode_length: None, skip_rate: 4, crop_file: None }
+        EnvOptions {
+            seed: 1,
+            max_episode_length: None,
+            skip_rate: 4,
+            crop_file: None,
+            episodic_life: true,
+        }
     }
 }
 

@@ -45,6 +45,25 @@ impl Rng {
         low + (high - low) * self.next_f64()
     }
 
+    /// A standard normal sample (Box-Muller).
+    pub fn normal(&mut self) -> f64 {
+        let radius = (-2.0 * (1.0 - self.next_f64()).ln()).sqrt();
+        radius * (std::f64::consts::TAU * self.next_f64()).cos()
+    }
+
+    /// An index drawn with the given probabilities (which should sum to about 1; any
+    /// shortfall goes to the last index).
+    pub fn categorical(&mut self, probabilities: &[f32]) -> usize {
+        let mut threshold = self.next_f64();
+        for (index, &probability) in probabilities.iter().enumerate() {
+            threshold -= f64::from(probability);
+            if threshold < 0.0 {
+                return index;
+            }
+        }
+        probabilities.len() - 1
+    }
+
     /// An integer uniform in the inclusive range [low, high].
     pub fn integer(&mut self, low: u32, high: u32) -> u32 {
         assert!(low <= high, "empty range {low}..={high}");
@@ -57,6 +76,29 @@ impl Rng {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Normal samples have mean 0 and variance 1; categorical draws follow their
+    /// probabilities.
+    #[test]
+    fn normal_and_categorical_follow_their_laws() {
+        let mut rng = Rng::new(5);
+        let samples: Vec<f64> = (0..100_000).map(|_| rng.normal()).collect();
+        let mean = samples.iter().sum::<f64>() / samples.len() as f64;
+        let variance =
+            samples.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / samples.len() as f64;
+        assert!(
+            mean.abs() < 0.02 && (variance - 1.0).abs() < 0.02,
+            "mean {mean} variance {variance}"
+        );
+        let mut counts = [0usize; 3];
+        for _ in 0..100_000 {
+            counts[rng.categorical(&[0.2, 0.5, 0.3])] += 1;
+        }
+        for (count, expected) in counts.iter().zip([20_000.0, 50_000.0, 30_000.0]) {
+            assert!((*count as f64 - expected).abs() < 1_000.0, "{counts:?}");
+        }
+        assert_eq!(rng.categorical(&[0.0, 0.0, 1.0]), 2);
+    }
 
     /// Equal seeds give equal streams, different seeds different ones.
     #[test]

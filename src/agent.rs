@@ -1,0 +1,112 @@
+//! Acting: turning the policy head's output into an action, sampled while training
+//! (with the log-probability and entropy the loss needs) or greedy when testing.
+
+use tch::{Kind, Tensor};
+
+use crate::env::rng::Rng;
+use crate::env::Action;
+use crate::model::Policy;
+
+/// A sampled action with the terms of the loss it contributes.
+pub struct SampledAction {
+    pub action: Action,
+    /// log pi(action), shape `[1]`, in the graph.
+    pub log_prob: Tensor,
+    /// Entropy of the policy, shape `[1]`, in the graph.
+    pub entropy: Tensor,
+}
+
+/// Samples an action from a batch-of-one policy. The draw is made on the CPU from the
+/// worker's own generator, so each worker's choices follow its seed.
+pub fn sample(policy: &Policy, rng: &mut Rng, bounds: Option<(&[f32], &[f32])>) -> SampledAction {
+    match policy {
+        Policy::Logits(logits) => {
+            let log_probs = logits.log_softmax(1, Kind::Float);
+            let probs = log_probs.exp();
+            let entropy = -(&log_probs * &probs).sum_dim_intlist(1, false, Kind::Float);
+            let probabilities =
+                Vec::<f32>::try_from(probs.detach().to_device(tch::Device::Cpu).view([-1]))
+                    .expect("probabilities are f32");
+            let index = rng.categorical(&probabilities);
+            let log_prob = log_probs.select(1, index as i64);
+            SampledAction { action: Action::Discrete(index), log_prob, entropy }
+        }
+        Policy::Gaussian { mean, std } => {
+            let device = mean.device();
+            let dims = mean.size()[1] as usize;
+            let noise: Vec<f32> = (0..dims).map(|_| rng.normal() as f32).collect();
+            let noise = Tensor::from_slice(&noise).view([1, -1]).to_device(device);
+            let sample = (mean.detach() + std.detach() * noise).detach();
+            let variance = std.square();
+            let log_density = -(&sample - mean).square() / (&variance * 2.0)
+                - std.log()
+                - 0.5 * (2.0 * std::f64::consts::PI).ln();
+            let log_prob = log_density.sum_dim_intlist(1, false, Kind::Float);
+            let entropy = ((variance * (2.0 * std::f64::consts::PI)).log() * 0.5 + 0.5)
+                .sum_dim_intlist(1, false, Kind::Float);
+            let values = Vec::<f32>::try_from(sample.to_device(tch::Device::Cpu).view([-1]))
+                .expect("f32 sample");
+            SampledAction { action: Action::Continuous(clip(values, bounds)), log_prob, entropy }
+        }
+    }
+}
+
+/// The most likely action: the largest logit, or the Gaussian's mean.
+pub fn greedy(policy: &Policy, bounds: Option<(&[f32], &[f32])>) -> Action {
+    match policy {
+        Policy::Logits(logits) => {
+            Action::Discrete(logits.argmax(1, false).int64_value(&[0]) as usize)
+        }
+        Policy::Gaussian { mean, .. } => {
+            let values = Vec::<f32>::try_from(mean.detach().to_device(tch::Device::Cpu).view([-1]))
+                .expect("f32 mean");
+            Action::Continuous(clip(values, bounds))
+        }
+    }
+}
+
+/// Clips each dimension into its bounds, as the environment requires.
+fn clip(mut values: Vec<f32>, bounds: Option<(&[f32], &[f32])>) -> Vec<f32> {
+    if let Some((low, high)) = bounds {
+        for ((value, &low), &high) in values.iter_mut().zip(low).zip(high) {
+            *value = value.clamp(low, high);
+        }
+    }
+    values
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The discrete sample's log-probability and entropy match the softmax by hand.
+    #[test]
+    fn discrete_terms_match_softmax() {
+        let logits = Tensor::from_slice(&[0.0f32, 1.0f32.ln(), 2.0f32.ln()]).view([1, 3]);
+        // Probabilities 1/4, 1/4, 2/4.
+        let sampled = sample(&Policy::Logits(logits), &mut Rng::new(1), None);
+        let Action::Discrete(index) = sampled.action else { panic!("discrete expected") };
+        let expected = [0.25f64, 0.25, 0.5][index].ln();
+        assert!((sampled.log_prob.double_value(&[0]) - expected).abs() < 1e-6);
+        let entropy = -(2.0 * 0.25 * 0.25f64.ln() + 0.5 * 0.5f64.ln());
+        assert!((sampled.entropy.double_value(&[0]) - entropy).abs() < 1e-6);
+    }
+
+    /// The Gaussian's log-density and entropy match the closed forms; the action is
+    /// clipped into the bounds; greedy takes the mean.
+    #[test]
+    fn gaussian_terms_match_closed_form() {
+        let mean = Tensor::from_slice(&[0.5f32]).view([1, 1]);
+        let std = Tensor::from_slice(&[2.0f32]).view([1, 1]);
+        let policy = Policy::Gaussian { mean, std };
+        let sampled = sample(&policy, &mut Rng::new(3), None);
+        let Action::Continuous(values) = &sampled.action else { panic!("continuous expected") };
+        let x = f64::from(values[0]);
+        let expected =
+            -(x - 0.5).powi(2) / 8.0 - 2f64.ln() - 0.5 * (2.0 * std::f64::consts::PI).ln();
+        assert!((sampled.log_prob.double_value(&[0]) - expected).abs() < 1e-5);
+        let entropy = 0.5 + 0.5 * (2.0 * std::f64::consts::PI * 4.0).ln();
+        assert!((sampled.entropy.double_value(&[0]) - entropy).abs() < 1e-5);
+        assert_eq!(greedy(&policy, Some((&[-0.2], &[0.2]))), Action::Continuous(vec![0.2]));
+    }
+}

@@ -1,0 +1,469 @@
+//! The actor-critic networks (A3C, arXiv:1602.01783): the reference's A3Clstm for
+//! Atari screens and a small MLP for classic control, each with a value head and a
+//! policy head (softmax over discrete actions, or a Gaussian over continuous ones).
+//!
+//! Parameter names equal the reference's `state_dict` keys (`conv1.weight`,
+//! `lstm.weight_ih`, `critic_linear.bias`, ...): they are the checkpoint format, so
+//! they never change.
+
+use tch::nn::{self, Init, Module};
+use tch::{Device, Kind, Tensor};
+
+use crate::env::ActionSpace;
+
+/// Which network, and how big.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct ModelSpec {
+    /// The body that turns observations into features.
+    pub body: Body,
+    /// Units of the LSTM (and of the MLP's layers).
+    pub hidden_size: i64,
+    /// What the policy head outputs.
+    pub head: Head,
+}
+
+/// The part of the network before the heads.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub enum Body {
+    /// The reference's A3Clstm: four conv + max-pool layers over a 1x80x80 screen
+    /// (1024 features), then an LSTM cell.
+    AtariLstm,
+    /// Two fully connected ReLU layers over a flat observation, optionally followed by
+    /// an LSTM cell.
+    Mlp {
+        /// Length of the observation vector.
+        inputs: i64,
+        /// Whether an LSTM cell follows the two layers.
+        lstm: bool,
+    },
+}
+
+/// The policy head.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub enum Head {
+    /// Logits over this many actions.
+    Discrete { actions: i64 },
+    /// A Gaussian per action dimension, its mean squashed into the bounds.
+    Gaussian { low: Vec<f32>, high: Vec<f32> },
+}
+
+impl ModelSpec {
+    /// The model the reference would build for an environment.
+    pub fn for_env(
+        observation_shape: &[i64],
+        action_space: &ActionSpace,
+        hidden_size: i64,
+        lstm: bool,
+    ) -> Self {
+        let body = if observation_shape.len() == 3 {
+            Body::AtariLstm
+        } else {
+            Body::Mlp { inputs: observation_shape.iter().product(), lstm }
+        };
+        let head = match action_space {
+            ActionSpace::Discrete { n } => Head::Discrete { actions: *n as i64 },
+            ActionSpace::Continuous { low, high } => {
+                Head::Gaussian { low: low.clone(), high: high.clone() }
+            }
+        };
+        ModelSpec { body, hidden_size, head }
+    }
+
+    /// Whether the network carries an LSTM state between steps.
+    pub fn has_lstm(&self) -> bool {
+        match self.body {
+            Body::AtariLstm => true,
+            Body::Mlp { lstm, .. } => lstm,
+        }
+    }
+}
+
+/// Features the Atari conv stack gives an LSTM: 64 channels of 4x4.
+const ATARI_FEATURES: i64 = 1024;
+
+/// The LSTM's hidden and cell state, each `[batch, hidden_size]`; empty tensors for a
+/// network without an LSTM.
+pub struct LstmState {
+    pub hidden: Tensor,
+    pub cell: Tensor,
+}
+
+impl LstmState {
+    /// The state at the start of an episode: zeros.
+    pub fn zeros(spec: &ModelSpec, device: Device) -> Self {
+        let size = if spec.has_lstm() { spec.hidden_size } else { 0 };
+        LstmState {
+            hidden: Tensor::zeros([1, size], (Kind::Float, device)),
+            cell: Tensor::zeros([1, size], (Kind::Float, device)),
+        }
+    }
+
+    /// The same values, cut from the graph of the steps that produced them, so the
+    /// next rollout's backward pass stops here (truncated backpropagation).
+    pub fn detached(&self) -> Self {
+        LstmState { hidden: self.hidden.detach(), cell: self.cell.detach() }
+    }
+}
+
+/// What the policy head says about one batch of observations.
+pub enum Policy {
+    /// Unnormalised log-probabilities, `[batch, actions]`.
+    Logits(Tensor),
+    /// Mean and standard deviation, each `[batch, dims]`.
+    Gaussian { mean: Tensor, std: Tensor },
+}
+
+/// One forward pass.
+pub struct Output {
+    /// The critic's estimate, `[batch, 1]`.
+    pub value: Tensor,
+    pub policy: Policy,
+    pub state: LstmState,
+}
+
+struct LstmCell {
+    weight_ih: Tensor,
+    weight_hh: Tensor,
+    bias_ih: Tensor,
+    bias_hh: Tensor,
+}
+
+/// The actor-critic network: body, optional LSTM cell, value and policy heads.
+pub struct ActorCritic {
+    spec: ModelSpec,
+    body: nn::Sequential,
+    lstm: Option<LstmCell>,
+    critic: nn::Linear,
+    actor: nn::Linear,
+    actor_std: Option<nn::Linear>,
+    /// Every parameter with its checkpoint name, in the reference's state_dict order.
+    parameters: Vec<(String, Tensor)>,
+}
+
+impl ActorCritic {
+    /// Builds the network under `vs`'s root (on `vs`'s device), initialised as the
+    /// reference initialises it, drawing from libtorch's global generator.
+    pub fn new(vs: &nn::VarStore, spec: &ModelSpec) -> Self {
+        let root = vs.root();
+        let hidden = spec.hidden_size;
+        let (body, features) = match spec.body {
+            Body::AtariLstm => (atari_convs(&root), ATARI_FEATURES),
+            Body::Mlp { inputs, .. } => (mlp(&root, inputs, hidden), hidden),
+        };
+        let lstm = spec.has_lstm().then(|| lstm_cell(&(&root / "lstm"), features, hidden));
+        let head_inputs = if lstm.is_some() { hidden } else { features };
+        let critic = normalized_linear(&(&root / "critic_linear"), head_inputs, 1, 1.0);
+        let (actor, actor_std) = match &spec.head {
+            Head::Discrete { actions } => {
+                (normalized_linear(&(&root / "actor_linear"), head_inputs, *actions, 0.01), None)
+            }
+            Head::Gaussian { low, .. } => {
+                let dims = low.len() as i64;
+                let mean = normalized_linear(&(&root / "actor_linear"), head_inputs, dims, 0.01);
+                let std = normalized_linear(&(&root / "actor_std_linear"), head_inputs, dims, 0.01);
+                (mean, Some(std))
+            }
+        };
+        let variables = vs.variables();
+        let parameters = parameter_names(spec)
+            .into_iter()
+            .map(|name| {
+                let tensor = variables
+                    .get(&name)
+                    .unwrap_or_else(|| panic!("model built no {name}"))
+                    .shallow_clone();
+                (name, tensor)
+            })
+            .collect();
+        ActorCritic { spec: spec.clone(), body, lstm, critic, actor, actor_std, parameters }
+    }
+
+    /// The spec it was built from.
+    pub fn spec(&self) -> &ModelSpec {
+        &self.spec
+    }
+
+    /// Every parameter with its checkpoint name, in the reference's order.
+    pub fn parameters(&self) -> &[(String, Tensor)] {
+        &self.parameters
+    }
+
+    /// Runs `observations` (`[batch, ...observation shape]`) from `state`.
+    pub fn forward(&self, observations: &Tensor, state: &LstmState) -> Output {
+        let features = self.body.forward(observations).flatten(1, -1);
+        let (features, state) = match &self.lstm {
+            Some(cell) => {
+                let (hidden, cell_state) = features.lstm_cell(
+                    &[&state.hidden, &state.cell],
+                    &cell.weight_ih,
+                    &cell.weight_hh,
+                    Some(&cell.bias_ih),
+                    Some(&cell.bias_hh),
+                );
+                (hidden.shallow_clone(), LstmState { hidden, cell: cell_state })
+            }
+            None => (
+                features,
+                LstmState {
+                    hidden: state.hidden.shallow_clone(),
+                    cell: state.cell.shallow_clone(),
+                },
+            ),
+        };
+        let value = self.critic.forward(&features);
+        let policy = match (&self.spec.head, &self.actor_std) {
+            (Head::Gaussian { low, high }, Some(actor_std)) => {
+                let device = features.device();
+                let center: Vec<f32> = low.iter().zip(high).map(|(l, h)| (l + h) / 2.0).collect();
+                let half_range: Vec<f32> =
+                    low.iter().zip(high).map(|(l, h)| (h - l) / 2.0).collect();
+                let mean = self.actor.forward(&features).tanh()
+                    * Tensor::from_slice(&half_range).to(device)
+                    + Tensor::from_slice(&center).to(device);
+                let std = actor_std.forward(&features).softplus() + MIN_STD;
+                Policy::Gaussian { mean, std }
+            }
+            _ => Policy::Logits(self.actor.forward(&features)),
+        };
+        Output { value, policy, state }
+    }
+}
+
+/// Keeps the Gaussian's standard deviation, and so its log-density, finite.
+const MIN_STD: f64 = 1e-3;
+
+/// Checkpoint names of every parameter of `spec`'s network, in the reference's order.
+pub fn parameter_names(spec: &ModelSpec) -> Vec<String> {
+    let mut names = Vec::new();
+    let layers: &[&str] = match spec.body {
+        Body::AtariLstm => &["conv1", "conv2", "conv3", "conv4"],
+        Body::Mlp { .. } => &["fc1", "fc2"],
+    };
+    for layer in layers {
+        names.push(format!("{layer}.weight"));
+        names.push(format!("{layer}.bias"));
+    }
+    if spec.has_lstm() {
+        names.extend(
+            ["lstm.weight_ih", "lstm.weight_hh", "lstm.bias_ih", "lstm.bias_hh"].map(String::from),
+        );
+    }
+    names.extend(
+        ["critic_linear.weight", "critic_linear.bias", "actor_linear.weight", "actor_linear.bias"]
+            .map(String::from),
+    );
+    if matches!(spec.head, Head::Gaussian { .. }) {
+        names.extend(["actor_std_linear.weight", "actor_std_linear.bias"].map(String::from));
+    }
+    names
+}
+
+/// The reference's conv stack: each conv is followed by 2x2 max-pooling, then ReLU.
+/// Weights start as PyTorch's default (uniform within 1/sqrt(fan_in)) scaled by the
+/// ReLU gain sqrt(2); biases at zero.
+fn atari_convs(root: &nn::Path) -> nn::Sequential {
+    let layers = [
+        ("conv1", 1, 32, 5, 2),
+        ("conv2", 32, 32, 5, 1),
+        ("conv3", 32, 64, 4, 1),
+        ("conv4", 64, 64, 3, 1),
+    ];
+    let mut body = nn::seq();
+    for (name, inputs, outputs, kernel, padding) in layers {
+        let fan_in = (inputs * kernel * kernel) as f64;
+        let bound = 2f64.sqrt() / fan_in.sqrt();
+        let config = nn::ConvConfig {
+            padding,
+            ws_init: Init::Uniform { lo: -bound, up: bound },
+            bs_init: Init::Const(0.0),
+            ..Default::default()
+        };
+        let conv = nn::conv2d(root / name, inputs, outputs, kernel, config);
+        body =
+            body.add(conv).add_fn(|x| x.max_pool2d([2, 2], [2, 2], [0, 0], [1, 1], false).relu());
+    }
+    body
+}
+
+/// Two ReLU layers with PyTorch's default Linear initialisation.
+fn mlp(root: &nn::Path, inputs: i64, hidden: i64) -> nn::Sequential {
+    let layer = |name: &str, inputs: i64| {
+        let bound = 1.0 / (inputs as f64).sqrt();
+        let config = nn::LinearConfig {
+            ws_init: Init::Uniform { lo: -bound, up: bound },
+            bs_init: Some(Init::Uniform { lo: -bound, up: bound }),
+            bias: true,
+        };
+        nn::linear(root / name, inputs, hidden, config)
+    };
+    nn::seq()
+        .add(layer("fc1", inputs))
+        .add_fn(|x| x.relu())
+        .add(layer("fc2", hidden))
+        .add_fn(|x| x.relu())
+}
+
+/// The reference's LSTM initialisation: input weights Xavier-uniform, hidden weights
+/// orthogonal, biases zero except the forget gate's input bias, set to 1 so the cell
+/// starts by remembering.
+fn lstm_cell(path: &nn::Path, inputs: i64, hidden: i64) -> LstmCell {
+    let xavier = (6.0 / (inputs + 4 * hidden) as f64).sqrt();
+    let weight_ih =
+        path.var("weight_ih", &[4 * hidden, inputs], Init::Uniform { lo: -xavier, up: xavier });
+    let weight_hh = path.var("weight_hh", &[4 * hidden, hidden], Init::Orthogonal { gain: 1.0 });
+    let bias_ih = path.var("bias_ih", &[4 * hidden], Init::Const(0.0));
+    let bias_hh = path.var("bias_hh", &[4 * hidden], Init::Const(0.0));
+    tch::no_grad(|| {
+        // PyTorch orders the gates input, forget, cell, output.
+        let _ = bias_ih.narrow(0, hidden, hidden).fill_(1.0);
+    });
+    LstmCell { weight_ih, weight_hh, bias_ih, bias_hh }
+}
+
+/// A linear layer whose weight rows are Gaussian, rescaled to norm `std` (the
+/// reference's norm_col_init), with a zero bias.
+fn normalized_linear(path: &nn::Path, inputs: i64, outputs: i64, std: f64) -> nn::Linear {
+    let config = nn::LinearConfig {
+        ws_init: Init::Randn { mean: 0.0, stdev: 1.0 },
+        bs_init: Some(Init::Const(0.0)),
+        bias: true,
+    };
+    let linear = nn::linear(path, inputs, outputs, config);
+    tch::no_grad(|| {
+        let norms = linear.ws.square().sum_dim_intlist(1, true, Kind::Float).sqrt();
+        let mut weight = linear.ws.shallow_clone();
+        let _ = weight.g_mul_(&(std / norms));
+    });
+    linear
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn atari_spec(hidden_size: i64) -> ModelSpec {
+        ModelSpec { body: Body::AtariLstm, hidden_size, head: Head::Discrete { actions: 6 } }
+    }
+
+    /// The Atari network has exactly the reference's state_dict keys and shapes.
+    #[test]
+    fn atari_parameters_match_the_reference() {
+        let vs = nn::VarStore::new(Device::Cpu);
+        let model = ActorCritic::new(&vs, &atari_spec(512));
+        let shapes: Vec<(&str, Vec<i64>)> = model
+            .parameters()
+            .iter()
+            .map(|(name, tensor)| (name.as_str(), tensor.size()))
+            .collect();
+        let expected: Vec<(&str, Vec<i64>)> = vec![
+            ("conv1.weight", vec![32, 1, 5, 5]),
+            ("conv1.bias", vec![32]),
+            ("conv2.weight", vec![32, 32, 5, 5]),
+            ("conv2.bias", vec![32]),
+            ("conv3.weight", vec![64, 32, 4, 4]),
+            ("conv3.bias", vec![64]),
+            ("conv4.weight", vec![64, 64, 3, 3]),
+            ("conv4.bias", vec![64]),
+            ("lstm.weight_ih", vec![2048, 1024]),
+            ("lstm.weight_hh", vec![2048, 512]),
+            ("lstm.bias_ih", vec![2048]),
+            ("lstm.bias_hh", vec![2048]),
+            ("critic_linear.weight", vec![1, 512]),
+            ("critic_linear.bias", vec![1]),
+            ("actor_linear.weight", vec![6, 512]),
+            ("actor_linear.bias", vec![6]),
+        ];
+        assert_eq!(shapes, expected);
+        assert_eq!(vs.variables().len(), expected.len(), "no parameter outside the list");
+    }
+
+    /// One step maps a 1x80x80 screen to a value, six logits and a new LSTM state.
+    #[test]
+    fn atari_forward_shapes() {
+        let vs = nn::VarStore::new(Device::Cpu);
+        let spec = atari_spec(64);
+        let model = ActorCritic::new(&vs, &spec);
+        let output = model.forward(
+            &Tensor::randn([1, 1, 80, 80], (Kind::Float, Device::Cpu)),
+            &LstmState::zeros(&spec, Device::Cpu),
+        );
+        assert_eq!(output.value.size(), [1, 1]);
+        match output.policy {
+            Policy::Logits(logits) => assert_eq!(logits.size(), [1, 6]),
+            Policy::Gaussian { .. } => panic!("discrete head expected"),
+        }
+        assert_eq!(output.state.hidden.size(), [1, 64]);
+        assert_eq!(output.state.cell.size(), [1, 64]);
+    }
+
+    /// Initialisation statistics: actor rows of norm 0.01 and critic rows of norm 1,
+    /// zero biases but the forget gate's, an orthogonal hidden-to-hidden matrix,
+    /// Xavier and ReLU-gain bounds respected.
+    #[test]
+    fn initialisation_follows_the_reference() {
+        tch::manual_seed(0);
+        let vs = nn::VarStore::new(Device::Cpu);
+        let hidden = 32;
+        let model = ActorCritic::new(&vs, &atari_spec(hidden));
+        let get = |name: &str| {
+            model.parameters().iter().find(|(n, _)| n == name).unwrap().1.shallow_clone()
+        };
+        let row_norms = |name: &str| {
+            Vec::<f32>::try_from(get(name).square().sum_dim_intlist(1, false, Kind::Float).sqrt())
+                .unwrap()
+        };
+        assert!(row_norms("actor_linear.weight").iter().all(|n| (n - 0.01).abs() < 1e-6));
+        assert!(row_norms("critic_linear.weight").iter().all(|n| (n - 1.0).abs() < 1e-5));
+        for bias in
+            ["conv1.bias", "conv4.bias", "actor_linear.bias", "critic_linear.bias", "lstm.bias_hh"]
+        {
+            assert_eq!(get(bias).abs().max().double_value(&[]), 0.0, "{bias}");
+        }
+        let bias_ih = Vec::<f32>::try_from(get("lstm.bias_ih")).unwrap();
+        for (index, value) in bias_ih.iter().enumerate() {
+            let forget_gate = (hidden as usize..2 * hidden as usize).contains(&index);
+            assert_eq!(*value, if forget_gate { 1.0 } else { 0.0 }, "bias_ih[{index}]");
+        }
+        let w_hh = get("lstm.weight_hh"); // [4H, H]: orthonormal columns
+        let gram = w_hh.transpose(0, 1).matmul(&w_hh);
+        let identity = Tensor::eye(hidden, (Kind::Float, Device::Cpu));
+        assert!((gram - identity).abs().max().double_value(&[]) < 1e-4);
+        let xavier = (6.0 / (1024.0 + 4.0 * hidden as f64)).sqrt();
+        assert!(get("lstm.weight_ih").abs().max().double_value(&[]) <= xavier);
+        let conv1_bound = 2f64.sqrt() / 25f64.sqrt();
+        let conv1 = get("conv1.weight");
+        assert!(conv1.abs().max().double_value(&[]) <= conv1_bound);
+        // Uniform on [-b, b] has standard deviation b / sqrt(3).
+        let std = conv1.std(true).double_value(&[]);
+        assert!((std - conv1_bound / 3f64.sqrt()).abs() < 0.1 * conv1_bound, "conv1 std {std}");
+    }
+
+    /// The Gaussian head keeps its mean inside the action bounds and its deviation
+    /// positive; the MLP without LSTM passes its state through untouched.
+    #[test]
+    fn gaussian_head_respects_bounds() {
+        let vs = nn::VarStore::new(Device::Cpu);
+        let spec = ModelSpec {
+            body: Body::Mlp { inputs: 3, lstm: false },
+            hidden_size: 16,
+            head: Head::Gaussian { low: vec![-2.0], high: vec![2.0] },
+        };
+        let model = ActorCritic::new(&vs, &spec);
+        let observations = Tensor::randn([64, 3], (Kind::Float, Device::Cpu)) * 100.0;
+        let output = model.forward(&observations, &LstmState::zeros(&spec, Device::Cpu));
+        assert_eq!(output.value.size(), [64, 1]);
+        match output.policy {
+            Policy::Gaussian { mean, std } => {
+                assert_eq!(mean.size(), [64, 1]);
+                assert!(mean.abs().max().double_value(&[]) <= 2.0);
+                assert!(std.min().double_value(&[]) >= MIN_STD * 0.999);
+            }
+            Policy::Logits(_) => panic!("Gaussian head expected"),
+        }
+        assert_eq!(
+            model.parameters().iter().map(|(name, _)| name.as_str()).collect::<Vec<_>>(),
+            parameter_names(&spec)
+        );
+        assert_eq!(output.state.hidden.size(), [1, 0]);
+    }
+}

@@ -1,0 +1,260 @@
+//! Optimizers whose statistics live beside the shared model and are updated by every
+//! worker in place: the reference's SharedAdam and SharedRMSprop, same formulas and
+//! defaults (Adam betas 0.9/0.999, eps 1e-3, optional AMSGrad; RMSprop alpha 0.99,
+//! eps 0.1).
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use tch::{Device, Kind, Tensor};
+
+/// Which optimizer, with its hyperparameters.
+#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub enum OptimizerKind {
+    Adam { amsgrad: bool },
+    RmsProp,
+}
+
+impl OptimizerKind {
+    const ADAM_BETAS: (f64, f64) = (0.9, 0.999);
+    const ADAM_EPS: f64 = 1e-3;
+    const RMSPROP_ALPHA: f64 = 0.99;
+    const RMSPROP_EPS: f64 = 0.1;
+
+    /// Names of the per-parameter statistics, in the order they are stored.
+    fn statistic_names(self) -> &'static [&'static str] {
+        match self {
+            OptimizerKind::Adam { amsgrad: false } => &["exp_avg", "exp_avg_sq"],
+            OptimizerKind::Adam { amsgrad: true } => &["exp_avg", "exp_avg_sq", "max_exp_avg_sq"],
+            OptimizerKind::RmsProp => &["square_avg"],
+        }
+    }
+}
+
+/// The statistics of one optimizer over a list of parameters, plus its step count.
+///
+/// Each worker holds its own `SharedOptimizer` value whose tensors are shallow clones
+/// of the same storage (and whose step counter is the same atomic), so all workers
+/// read and update one set of statistics without locks, like the weights themselves.
+pub struct SharedOptimizer {
+    kind: OptimizerKind,
+    learning_rate: f64,
+    /// `statistics[i][j]`: statistic j of parameter i.
+    statistics: Vec<Vec<Tensor>>,
+    /// Updates applied so far, by all workers together.
+    steps: Arc<AtomicU64>,
+}
+
+impl SharedOptimizer {
+    /// Zeroed statistics for parameters shaped like `parameters`, on the CPU.
+    pub fn new(kind: OptimizerKind, learning_rate: f64, parameters: &[Tensor]) -> Self {
+        let statistics = parameters
+            .iter()
+            .map(|parameter| {
+                kind.statistic_names()
+                    .iter()
+                    .map(|_| Tensor::zeros(parameter.size(), (Kind::Float, Device::Cpu)))
+                    .collect()
+            })
+            .collect();
+        SharedOptimizer { kind, learning_rate, statistics, steps: Arc::new(AtomicU64::new(0)) }
+    }
+
+    /// Another handle on the same statistics and step count, for another worker.
+    pub fn share(&self) -> Self {
+        SharedOptimizer {
+            kind: self.kind,
+            learning_rate: self.learning_rate,
+            statistics: self
+                .statistics
+                .iter()
+                .map(|row| row.iter().map(Tensor::shallow_clone).collect())
+                .collect(),
+            steps: Arc::clone(&self.steps),
+        }
+    }
+
+    /// Updates applied so far.
+    pub fn steps(&self) -> u64 {
+        self.steps.load(Ordering::Relaxed)
+    }
+
+    /// Sets the step count (when resuming from a checkpoint).
+    pub fn set_steps(&self, steps: u64) {
+        self.steps.store(steps, Ordering::Relaxed);
+    }
+
+    /// The learning rate.
+    pub fn learning_rate(&self) -> f64 {
+        self.learning_rate
+    }
+
+    /// Every statistic with a checkpoint name (`<parameter>.<statistic>`).
+    pub fn named_statistics<'a>(
+        &'a self,
+        parameter_names: &'a [String],
+    ) -> Vec<(String, &'a Tensor)> {
+        parameter_names
+            .iter()
+            .zip(&self.statistics)
+            .flat_map(|(parameter, row)| {
+                self.kind
+                    .statistic_names()
+                    .iter()
+                    .zip(row)
+                    .map(move |(statistic, tensor)| (format!("{parameter}.{statistic}"), tensor))
+            })
+            .collect()
+    }
+
+    /// Applies one update to `parameters` (the shared weights, on the CPU) from
+    /// `gradients` (on the CPU, same order).
+    ///
+    /// Hogwild (Recht et al., 2011): workers run this concurrently on the same
+    /// tensors without locks. Two updates may interleave element by element, so an
+    /// update can be partly overwritten or applied to a mix of old and new values; with
+    /// small learning rates such collisions act as a little extra noise, and taking no
+    /// lock is what lets many workers update at once. The reference accepts the same race.
+    pub fn step(&self, parameters: &[Tensor], gradients: &[Tensor]) {
+        let step = self.steps.fetch_add(1, Ordering::Relaxed) + 1;
+        tch::no_grad(|| {
+            for ((parameter, gradient), statistics) in
+                parameters.iter().zip(gradients).zip(&self.statistics)
+            {
+                let mut parameter = parameter.shallow_clone();
+                match self.kind {
+                    OptimizerKind::Adam { amsgrad } => {
+                        let (beta1, beta2) = OptimizerKind::ADAM_BETAS;
+                        let mut exp_avg = statistics[0].shallow_clone();
+                        let mut exp_avg_sq = statistics[1].shallow_clone();
+                        let _ = exp_avg.g_mul_scalar_(beta1).g_add_(&(gradient * (1.0 - beta1)));
+                        let _ = exp_avg_sq
+                            .g_mul_scalar_(beta2)
+                            .g_add_(&(gradient * gradient * (1.0 - beta2)));
+                        let bias_correction1 = 1.0 - beta1.powf(step as f64);
+                        let bias_correction2_sqrt = (1.0 - beta2.powf(step as f64)).sqrt();
+                        let second_moment = if amsgrad {
+                            let max_exp_avg_sq = statistics[2].shallow_clone();
+                            let _ = max_exp_avg_sq.maximum_out(&max_exp_avg_sq, &exp_avg_sq);
+                            max_exp_avg_sq
+                        } else {
+                            exp_avg_sq
+                        };
+                        let denominator =
+                            second_moment.sqrt() / bias_correction2_sqrt + OptimizerKind::ADAM_EPS;
+                        let step_size = self.learning_rate / bias_correction1;
+                        let _ = parameter.g_sub_(&(exp_avg / denominator * step_size));
+                    }
+                    OptimizerKind::RmsProp => {
+                        let alpha = OptimizerKind::RMSPROP_ALPHA;
+                        let mut square_avg = statistics[0].shallow_clone();
+                        let _ = square_avg
+                            .g_mul_scalar_(alpha)
+                            .g_add_(&(gradient * gradient * (1.0 - alpha)));
+                        let denominator = square_avg.sqrt() + OptimizerKind::RMSPROP_EPS;
+                        let _ = parameter.g_sub_(&(gradient / denominator * self.learning_rate));
+                    }
+                }
+            }
+        });
+    }
+
+    /// Every statistic, in `named_statistics` order, to load a checkpoint into.
+    pub fn statistics_mut(&mut self) -> impl Iterator<Item = &mut Tensor> {
+        self.statistics.iter_mut().flatten()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tensor(values: &[f32]) -> Tensor {
+        Tensor::from_slice(values)
+    }
+
+    fn values(tensor: &Tensor) -> Vec<f64> {
+        Vec::<f32>::try_from(tensor).unwrap().into_iter().map(f64::from).collect()
+    }
+
+    fn assert_close(actual: &[f64], expected: &[f64]) {
+        for (a, e) in actual.iter().zip(expected) {
+            assert!((a - e).abs() < 1e-6, "{actual:?} != {expected:?}");
+        }
+    }
+
+    /// Two Adam steps against the closed form: m = 0.1 g (then 0.09 g1 + 0.1 g2),
+    /// v likewise with 0.001, p -= lr / (1 - 0.9^t) * m / (sqrt(v) / sqrt(1 - 0.999^t) + 1e-3).
+    #[test]
+    fn adam_steps_match_closed_form() {
+        let parameter = tensor(&[1.0, -2.0]);
+        let optimizer = SharedOptimizer::new(
+            OptimizerKind::Adam { amsgrad: false },
+            0.1,
+            &[parameter.shallow_clone()],
+        );
+        let (g1, g2) = ([0.5, -4.0], [1.0, 2.0]);
+        optimizer.step(&[parameter.shallow_clone()], &[tensor(&g1.map(|g: f64| g as f32))]);
+        let mut expected = [1.0, -2.0];
+        for i in 0..2 {
+            let m = 0.1 * g1[i];
+            let v = 0.001 * g1[i] * g1[i];
+            expected[i] -= 0.1 / 0.1 * m / (v.sqrt() / 0.001f64.sqrt() + 1e-3);
+        }
+        assert_close(&values(&parameter), &expected);
+        optimizer.step(&[parameter.shallow_clone()], &[tensor(&g2.map(|g: f64| g as f32))]);
+        for i in 0..2 {
+            let m = 0.9 * 0.1 * g1[i] + 0.1 * g2[i];
+            let v = 0.999 * 0.001 * g1[i] * g1[i] + 0.001 * g2[i] * g2[i];
+            let bc1 = 1.0 - 0.9f64.powi(2);
+            let bc2 = 1.0 - 0.999f64.powi(2);
+            expected[i] -= 0.1 / bc1 * m / (v.sqrt() / bc2.sqrt() + 1e-3);
+        }
+        assert_close(&values(&parameter), &expected);
+        assert_eq!(optimizer.steps(), 2);
+    }
+
+    /// AMSGrad divides by the largest second moment seen: after a large gradient then a
+    /// small one, the denominator still reflects the large one.
+    #[test]
+    fn amsgrad_keeps_the_maximum() {
+        let parameter = tensor(&[0.0]);
+        let optimizer = SharedOptimizer::new(
+            OptimizerKind::Adam { amsgrad: true },
+            0.01,
+            &[parameter.shallow_clone()],
+        );
+        optimizer.step(&[parameter.shallow_clone()], &[tensor(&[10.0])]);
+        let after_first = values(&parameter)[0];
+        optimizer.step(&[parameter.shallow_clone()], &[tensor(&[0.0])]);
+        let m = 0.9 * 0.1 * 10.0;
+        let v_max = 0.001 * 100.0; // v decays to 0.999 * 0.1 but the max keeps 0.1
+        let expected = after_first
+            - 0.01 / (1.0 - 0.81) * m / (f64::sqrt(v_max) / (1.0 - 0.999f64.powi(2)).sqrt() + 1e-3);
+        assert_close(&values(&parameter), &[expected]);
+    }
+
+    /// One RMSprop step: s = 0.01 g^2, p -= lr g / (sqrt(s) + 0.1).
+    #[test]
+    fn rmsprop_step_matches_closed_form() {
+        let parameter = tensor(&[1.0, 1.0]);
+        let optimizer =
+            SharedOptimizer::new(OptimizerKind::RmsProp, 0.01, &[parameter.shallow_clone()]);
+        optimizer.step(&[parameter.shallow_clone()], &[tensor(&[3.0, -0.5])]);
+        let expected: Vec<f64> =
+            [3.0f64, -0.5].iter().map(|g| 1.0 - 0.01 * g / ((0.01 * g * g).sqrt() + 0.1)).collect();
+        assert_close(&values(&parameter), &expected);
+    }
+
+    /// Handles made by `share` update one set of statistics and one step count.
+    #[test]
+    fn shared_handles_share_statistics() {
+        let parameter = tensor(&[0.0]);
+        let first =
+            SharedOptimizer::new(OptimizerKind::RmsProp, 0.01, &[parameter.shallow_clone()]);
+        let second = first.share();
+        second.step(&[parameter.shallow_clone()], &[tensor(&[1.0])]);
+        assert_eq!(first.steps(), 1);
+        assert_close(&values(&first.statistics[0][0]), &[0.01]);
+    }
+}

@@ -1,0 +1,88 @@
+//! The test agent: a thread like the reference's test process, playing whole games
+//! greedily with the latest shared weights and reporting each one.
+
+use std::time::Instant;
+
+use crossbeam::channel::Sender;
+use tch::{nn, Device, Tensor};
+
+use crate::agent;
+use crate::env::{ActionSpace, Env};
+use crate::model::{ActorCritic, LstmState, ModelSpec};
+use crate::stop::Stop;
+use crate::worker::pull;
+
+/// One finished test game.
+#[derive(Clone, Debug, PartialEq)]
+pub struct EpisodeStats {
+    /// Raw game score (unclipped, summed over all lives).
+    pub reward: f64,
+    /// Agent steps.
+    pub length: u64,
+    /// When the game ended, since training started.
+    pub finished_at: std::time::Duration,
+}
+
+/// Plays one greedy game with `model`; `None` if a stop came first.
+pub fn play_greedy_game(
+    env: &mut dyn Env,
+    model: &ActorCritic,
+    max_episode_length: u32,
+    stop: Option<&Stop>,
+) -> Option<(f64, u64)> {
+    let spec = model.spec().clone();
+    let bounds = match env.action_space() {
+        ActionSpace::Continuous { low, high } => Some((low.clone(), high.clone())),
+        ActionSpace::Discrete { .. } => None,
+    };
+    let bounds_ref = bounds.as_ref().map(|(low, high)| (low.as_slice(), high.as_slice()));
+    let mut batch_shape = vec![1i64];
+    batch_shape.extend_from_slice(env.observation_shape());
+    let mut observation = env.reset(None);
+    let mut state = LstmState::zeros(&spec, Device::Cpu);
+    let (mut reward, mut length) = (0.0, 0u64);
+    tch::no_grad(|| loop {
+        if stop.is_some_and(|stop| length % 64 == 0 && stop.requested()) {
+            return None;
+        }
+        let input = Tensor::from_slice(&observation).view(batch_shape.as_slice());
+        let output = model.forward(&input, &state);
+        let step = env.step(&agent::greedy(&output.policy, bounds_ref));
+        reward += f64::from(step.reward);
+        length += 1;
+        state = output.state;
+        let done = step.done();
+        observation = step.observation;
+        if done || length >= u64::from(max_episode_length) {
+            return Some((reward, length));
+        }
+    })
+}
+
+/// Plays test games until a stop is requested, sending each result to the monitor.
+pub fn run(
+    mut env: Box<dyn Env>,
+    spec: ModelSpec,
+    shared_parameters: Vec<Tensor>,
+    max_episode_length: u32,
+    stop: Stop,
+    started: Instant,
+    results: Sender<EpisodeStats>,
+) {
+    tch::set_num_threads(1);
+    let vs = nn::VarStore::new(Device::Cpu);
+    let model = ActorCritic::new(&vs, &spec);
+    let local: Vec<Tensor> =
+        model.parameters().iter().map(|(_, tensor)| tensor.shallow_clone()).collect();
+    while !stop.requested() {
+        pull(&shared_parameters, &local);
+        let Some((reward, length)) =
+            play_greedy_game(env.as_mut(), &model, max_episode_length, Some(&stop))
+        else {
+            break;
+        };
+        if results.send(EpisodeStats { reward, length, finished_at: started.elapsed() }).is_err() {
+            break;
+        }
+    }
+}

@@ -1,0 +1,379 @@
+//! `a3g train`: validate everything, build the shared model and optimizer, start the
+//! workers and the test agent, watch them (status lines, test games, checkpoints,
+//! budgets, signals), then stop them all and write the final checkpoint.
+
+use std::collections::VecDeque;
+use std::fs::{self, File};
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use crossbeam::channel::{self, RecvTimeoutError};
+use tch::{nn, Device, Tensor};
+
+use crate::checkpoint::{self, Counters as SavedCounters, Sidecar};
+use crate::cli::{OptimizerName, TrainArgs};
+use crate::env::{self, EnvOptions};
+use crate::error::{Error, Result};
+use crate::model::{ActorCritic, ModelSpec};
+use crate::rollout::LossConfig;
+use crate::shared_optim::{OptimizerKind, SharedOptimizer};
+use crate::stop::{self, Stop, StopReason};
+use crate::tester::{self, EpisodeStats};
+use crate::worker::{Counters, Worker};
+
+/// Test games the running mean is taken over.
+const MEAN_WINDOW: usize = 100;
+
+/// Runs `a3g train`.
+pub fn run(args: &TrainArgs) -> Result<()> {
+    let workers =
+        args.workers.unwrap_or_else(|| thread::available_parallelism().map_or(1, |n| n.get()));
+    if workers == 0 {
+        return Err(Error::BadArguments("--workers must be at least 1".into()));
+    }
+    let cores = thread::available_parallelism().map_or(1, |n| n.get());
+    if workers > cores {
+        eprintln!("warning: {workers} workers on {cores} cores; they will share cores and each run slower");
+    }
+    let env_options = |seed: u64, episodic_life: bool| EnvOptions {
+        seed,
+        max_episode_length: Some(args.max_episode_length),
+        skip_rate: args.skip_rate,
+        crop_file: args.env_config.clone(),
+        episodic_life,
+    };
+    // Every environment is made before any thread starts, so a bad id or crop file
+    // is reported before training begins.
+    let envs = (0..workers)
+        .map(|rank| env::make(&args.env, &env_options(args.seed + rank as u64, true)))
+        .collect::<Result<Vec<_>>>()?;
+    let test_env = env::make(&args.env, &env_options(args.seed + workers as u64, false))?;
+    let spec = ModelSpec::for_env(
+        test_env.observation_shape(),
+        test_env.action_space(),
+        args.hidden_size,
+        args.lstm,
+    );
+    let optimizer_kind = match args.optimizer {
+        OptimizerName::Adam => OptimizerKind::Adam { amsgrad: args.amsgrad },
+        OptimizerName::RmsProp => OptimizerKind::RmsProp,
+    };
+
+    tch::set_num_threads(1);
+    tch::manual_seed(args.seed as i64);
+    let shared_vs = nn::VarStore::new(Device::Cpu);
+    let shared_model = ActorCritic::new(&shared_vs, &spec);
+    let parameter_names: Vec<String> =
+        shared_model.parameters().iter().map(|(name, _)| name.clone()).collect();
+    let shared_parameters = || -> Vec<Tensor> {
+        shared_model.parameters().iter().map(|(_, t)| t.shallow_clone()).collect()
+    };
+    let optimizer = SharedOptimizer::new(optimizer_kind, args.lr, &shared_parameters());
+    let mut resumed = SavedCounters::default();
+    if args.load {
+        resumed = resume(args, optimizer_kind, &shared_model, &optimizer)?;
+    }
+
+    let log_path = args.log_dir.join(format!("{}_log", args.env.replace('/', "_")));
+    let mut log = open_log(&log_path, args)?;
+    stop::catch_signals();
+    let stop = Stop::default();
+    let counters = Arc::new(Counters::default());
+    counters.agent_steps.store(resumed.agent_steps, Ordering::Relaxed);
+    counters.env_frames.store(resumed.env_frames, Ordering::Relaxed);
+    counters.updates.store(resumed.updates, Ordering::Relaxed);
+    let started = Instant::now();
+    let loss = LossConfig {
+        gamma: args.gamma,
+        tau: args.tau,
+        entropy_coef: args.entropy_coef,
+        value_coef: args.value_coef,
+    };
+
+    let (results_tx, results) = channel::unbounded::<EpisodeStats>();
+    let mut handles = Vec::new();
+    for (rank, env) in envs.into_iter().enumerate() {
+        let num_steps = if args.distributed_step_size.is_empty() {
+            args.num_steps
+        } else {
+            args.distributed_step_size[rank % args.distributed_step_size.len()]
+        };
+        let worker = Worker {
+            rank,
+            env,
+            spec: spec.clone(),
+            shared_parameters: shared_parameters(),
+            optimizer: if args.shared_optimizer {
+                optimizer.share()
+            } else {
+                SharedOptimizer::new(optimizer_kind, args.lr, &shared_parameters())
+            },
+            num_steps,
+            max_episode_length: args.max_episode_length,
+            loss,
+            seed: args.seed + rank as u64,
+            counters: Arc::clone(&counters),
+            stop: stop.clone(),
+        };
+        let worker_stop = stop.clone();
+        let handle = thread::Builder::new()
+            .name(format!("worker {rank}"))
+            .spawn(move || {
+                if let Err(err) = worker.run() {
+                    worker_stop
+                        .request(StopReason::Failure(format!("worker {rank}: {}", err.report())));
+                }
+            })
+            .map_err(|source| Error::Io {
+                action: "start a worker thread for",
+                path: PathBuf::from(&args.env),
+                source,
+            })?;
+        handles.push(handle);
+    }
+    let tester_handle = {
+        let (spec, parameters, stop, length) =
+            (spec.clone(), shared_parameters(), stop.clone(), args.max_episode_length);
+        thread::Builder::new()
+            .name("test agent".into())
+            .spawn(move || {
+                tester::run(test_env, spec, parameters, length, stop, started, results_tx)
+            })
+            .map_err(|source| Error::Io {
+                action: "start the test agent for",
+                path: PathBuf::from(&args.env),
+                source,
+            })?
+    };
+
+    let checkpoint_for = |counters: &Counters, test_games: u64| Sidecar {
+        a3g_version: env!("CARGO_PKG_VERSION").to_string(),
+        env: args.env.clone(),
+        model: spec.clone(),
+        optimizer: optimizer_kind,
+        counters: SavedCounters {
+            agent_steps: counters.agent_steps.load(Ordering::Relaxed),
+            env_frames: counters.env_frames.load(Ordering::Relaxed),
+            updates: counters.updates.load(Ordering::Relaxed),
+            test_games,
+        },
+        args: serde_json::to_value(args).expect("arguments serialise"),
+    };
+    let save = |test_games: u64| -> Result<()> {
+        checkpoint::save(
+            &args.save_model_dir,
+            &checkpoint_for(&counters, test_games),
+            shared_model.parameters(),
+            &optimizer.named_statistics(&parameter_names),
+        )
+    };
+
+    let mut recent: VecDeque<f64> = VecDeque::with_capacity(MEAN_WINDOW);
+    let mut best = f64::NEG_INFINITY;
+    let mut test_games = resumed.test_games;
+    let status_interval = Duration::from_secs_f64(args.status_interval.max(0.1));
+    let mut status = StatusClock::new(started, &counters);
+    let mut monitor_error = None;
+    while !stop.requested() {
+        match results.recv_timeout(Duration::from_millis(50)) {
+            Ok(game) => {
+                test_games += 1;
+                if recent.len() == MEAN_WINDOW {
+                    recent.pop_front();
+                }
+                recent.push_back(game.reward);
+                let mean = recent.iter().sum::<f64>() / recent.len() as f64;
+                let line = format!(
+                    "Time {}, episode reward {}, episode length {}, reward mean {mean:.4}",
+                    clock(game.finished_at),
+                    game.reward,
+                    game.length
+                );
+                println!("{line}");
+                if let Err(err) = writeln!(log, "{line}") {
+                    monitor_error = Some(Error::Io {
+                        action: "write the log",
+                        path: log_path.clone(),
+                        source: err,
+                    });
+                    stop.request(StopReason::Failure("cannot write the log".into()));
+                }
+                if !args.save_max || game.reward >= best {
+                    if let Err(err) = save(test_games) {
+                        monitor_error = Some(err);
+                        stop.request(StopReason::Failure("cannot write the checkpoint".into()));
+                    }
+                }
+                best = best.max(game.reward);
+                if args
+                    .stop_at_mean
+                    .is_some_and(|target| recent.len() == MEAN_WINDOW && mean >= target)
+                {
+                    stop.request(StopReason::TargetScore);
+                }
+            }
+            Err(RecvTimeoutError::Timeout | RecvTimeoutError::Disconnected) => {}
+        }
+        if status.due(status_interval) {
+            println!("{}", status.line(&counters));
+        }
+        let steps = counters.agent_steps.load(Ordering::Relaxed);
+        if args.max_steps.is_some_and(|max| steps >= max) {
+            stop.request(StopReason::StepBudget);
+        }
+        if args.max_time.as_ref().is_some_and(|max| started.elapsed() >= max.duration()) {
+            stop.request(StopReason::TimeBudget);
+        }
+    }
+
+    let mut failure = None;
+    for (rank, handle) in handles.into_iter().enumerate() {
+        if handle.join().is_err() {
+            failure.get_or_insert(format!("worker {rank} panicked"));
+        }
+    }
+    if tester_handle.join().is_err() {
+        failure.get_or_insert("the test agent panicked".to_string());
+    }
+    if let Some(err) = monitor_error {
+        return Err(err);
+    }
+    if let Some(StopReason::Failure(message)) = stop.reason() {
+        return Err(Error::Training(message));
+    }
+    if let Some(message) = failure {
+        return Err(Error::Training(message));
+    }
+    save(test_games)?;
+    let reason = match stop.reason() {
+        Some(StopReason::StepBudget) => "reached --max-steps",
+        Some(StopReason::TimeBudget) => "reached --max-time",
+        Some(StopReason::TargetScore) => "reached --stop-at-mean",
+        Some(StopReason::Signal) => "interrupted",
+        _ => "stopped",
+    };
+    println!("{}", status.line(&counters));
+    println!(
+        "{reason}: saved {} after {} agent steps",
+        checkpoint::CheckpointFiles::new(&args.save_model_dir, &args.env).model.display(),
+        counters.agent_steps.load(Ordering::Relaxed)
+    );
+    Ok(())
+}
+
+/// Loads the checkpoint of `args.env` from --load-model-dir into the shared model
+/// and optimizer; returns the counters to continue from.
+fn resume(
+    args: &TrainArgs,
+    optimizer_kind: OptimizerKind,
+    model: &ActorCritic,
+    optimizer: &SharedOptimizer,
+) -> Result<SavedCounters> {
+    let loaded = checkpoint::load(&args.load_model_dir, &args.env)?;
+    if loaded.sidecar.env != args.env {
+        return Err(Error::CheckpointMismatch {
+            path: loaded.files.sidecar.clone(),
+            detail: format!(
+                "it was trained on {} and this run is {}",
+                loaded.sidecar.env, args.env
+            ),
+            advice: "pass the --env it was trained on",
+        });
+    }
+    let advice =
+        "pass the flags it was trained with (its .json sidecar lists them) or start without --load";
+    checkpoint::copy_matching(&loaded.files.model, &loaded.model, model.parameters(), advice)?;
+    match (&loaded.optimizer, loaded.sidecar.optimizer == optimizer_kind) {
+        (Some(statistics), true) => {
+            let names: Vec<String> = model.parameters().iter().map(|(name, _)| name.clone()).collect();
+            let targets: Vec<(String, Tensor)> =
+                optimizer.named_statistics(&names).into_iter().map(|(name, tensor)| (name, tensor.shallow_clone())).collect();
+            checkpoint::copy_matching(&loaded.files.optimizer, statistics, &targets, advice)?;
+            optimizer.set_steps(loaded.sidecar.counters.updates);
+        }
+        _ => eprintln!("note: the checkpoint's optimizer statistics do not match --optimizer; starting them afresh"),
+    }
+    println!(
+        "resumed {} at {} agent steps",
+        loaded.files.model.display(),
+        loaded.sidecar.counters.agent_steps
+    );
+    Ok(loaded.sidecar.counters)
+}
+
+/// Creates the log file, starting with the run's arguments as the reference does.
+fn open_log(path: &PathBuf, args: &TrainArgs) -> Result<File> {
+    let io = |action, source| Error::Io { action, path: path.clone(), source };
+    if let Some(dir) = path.parent() {
+        fs::create_dir_all(dir).map_err(|source| io("create the log folder for", source))?;
+    }
+    let mut file = File::create(path).map_err(|source| io("create the log", source))?;
+    let arguments = serde_json::to_value(args).expect("arguments serialise");
+    if let Some(map) = arguments.as_object() {
+        for (key, value) in map {
+            writeln!(file, "{key}: {value}").map_err(|source| io("write the log", source))?;
+        }
+    }
+    Ok(file)
+}
+
+/// `00h 01m 23s`, as the reference prints elapsed time.
+fn clock(elapsed: Duration) -> String {
+    let seconds = elapsed.as_secs();
+    format!("{:02}h {:02}m {:02}s", seconds / 3600, seconds / 60 % 60, seconds % 60)
+}
+
+/// Rates between status lines.
+struct StatusClock {
+    started: Instant,
+    last: Instant,
+    last_steps: u64,
+    last_frames: u64,
+    last_updates: u64,
+}
+
+impl StatusClock {
+    fn new(started: Instant, counters: &Counters) -> Self {
+        StatusClock {
+            started,
+            last: started,
+            last_steps: counters.agent_steps.load(Ordering::Relaxed),
+            last_frames: counters.env_frames.load(Ordering::Relaxed),
+            last_updates: counters.updates.load(Ordering::Relaxed),
+        }
+    }
+
+    fn due(&self, interval: Duration) -> bool {
+        self.last.elapsed() >= interval
+    }
+
+    /// One status line; rates since the previous line.
+    fn line(&mut self, counters: &Counters) -> String {
+        let seconds = self.last.elapsed().as_secs_f64().max(1e-9);
+        let steps = counters.agent_steps.load(Ordering::Relaxed);
+        let frames = counters.env_frames.load(Ordering::Relaxed);
+        let updates = counters.updates.load(Ordering::Relaxed);
+        let float = |counter: &std::sync::atomic::AtomicU64| {
+            f64::from_bits(counter.load(Ordering::Relaxed))
+        };
+        let line = format!(
+            "[{}] agent steps {steps}, emulator frames {frames}, {:.0} steps/s, {:.0} frames/s, {:.1} updates/s, \
+             skipped updates {}, policy loss {:.4}, value loss {:.4}, entropy {:.4}",
+            clock(self.started.elapsed()),
+            (steps - self.last_steps) as f64 / seconds,
+            (frames - self.last_frames) as f64 / seconds,
+            (updates - self.last_updates) as f64 / seconds,
+            counters.skipped_updates.load(Ordering::Relaxed),
+            float(&counters.last_policy_loss),
+            float(&counters.last_value_loss),
+            float(&counters.last_entropy),
+        );
+        (self.last, self.last_steps, self.last_frames, self.last_updates) =
+            (Instant::now(), steps, frames, updates);
+        line
+    }
+}

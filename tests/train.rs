@@ -1,0 +1,201 @@
+//! `a3g train` end to end: learning CartPole, an Atari smoke run that resumes, a
+//! clean stop on SIGINT, and each bad input.
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::util::{assert_one_line_error, Scratch};
+
+/// The last "reward mean" the test agent printed.
+fn last_reward_mean(stdout: &str) -> f64 {
+    stdout
+        .lines()
+        .filter_map(|line| line.split("reward mean ").nth(1))
+        .last()
+        .and_then(|mean| mean.trim().parse().ok())
+        .unwrap_or(f64::NAN)
+}
+
+/// Two workers with a fixed seed learn CartPole-v1 to a 100-game greedy mean of at
+/// least 475 within the two minutes this test allows, on two CPU cores.
+#[test]
+fn cartpole_learns_to_475() {
+    let scratch = Scratch::new("cartpole-learns");
+    let started = Instant::now();
+    let run = scratch.a3g(&[
+        "train",
+        "--env",
+        "CartPole-v1",
+        "--workers",
+        "2",
+        "--seed",
+        "1",
+        "--hidden-size",
+        "64",
+        "--lr",
+        "1e-3",
+        "--max-time",
+        "110s",
+        "--stop-at-mean",
+        "475",
+    ]);
+    assert!(run.status.success(), "{}", run.stderr);
+    assert!(
+        run.stdout.contains("reached --stop-at-mean"),
+        "did not reach 475 in time: {}",
+        run.stdout
+    );
+    let mean = last_reward_mean(&run.stdout);
+    assert!(mean >= 475.0, "final mean {mean}");
+    assert!(started.elapsed() < Duration::from_secs(120));
+    assert!(scratch.path("trained_models/CartPole-v1.safetensors").exists());
+}
+
+/// A few hundred Atari steps with two workers write the log (starting with the
+/// arguments) and a checkpoint, and a second run resumes from it with its counters.
+#[test]
+fn atari_smoke_run_writes_and_resumes() {
+    let scratch = Scratch::new("atari-smoke");
+    let common =
+        ["train", "--env", "PongDeterministic-v4", "--workers", "2", "--hidden-size", "32"];
+    let run = scratch.a3g(&[&common[..], &["--max-steps", "200"]].concat());
+    assert!(run.status.success(), "{}", run.stderr);
+    assert!(run.stdout.contains("reached --max-steps"), "{}", run.stdout);
+    for file in [
+        "PongDeterministic-v4.safetensors",
+        "PongDeterministic-v4.optimizer.safetensors",
+        "PongDeterministic-v4.json",
+    ] {
+        assert!(scratch.path("trained_models").join(file).exists(), "{file} missing");
+    }
+    let log = std::fs::read_to_string(scratch.path("logs/PongDeterministic-v4_log"))
+        .expect("log written");
+    assert!(
+        log.starts_with("amsgrad: false\n") && log.contains("env: \"PongDeterministic-v4\""),
+        "{log}"
+    );
+    let steps_saved = saved_agent_steps(&scratch.path("trained_models/PongDeterministic-v4.json"));
+    assert!(steps_saved >= 200, "{steps_saved}");
+
+    let run = scratch
+        .a3g(&[&common[..], &["--load", "--max-steps", &(steps_saved + 100).to_string()]].concat());
+    assert!(run.status.success(), "{}", run.stderr);
+    assert!(
+        run.stdout.contains(&format!(
+            "resumed trained_models/PongDeterministic-v4.safetensors at {steps_saved} agent steps"
+        )),
+        "{}",
+        run.stdout
+    );
+    assert!(
+        saved_agent_steps(&scratch.path("trained_models/PongDeterministic-v4.json"))
+            >= steps_saved + 100
+    );
+}
+
+fn saved_agent_steps(sidecar: &Path) -> u64 {
+    let text = std::fs::read_to_string(sidecar).expect("sidecar");
+    let json: serde_json::Value = serde_json::from_str(&text).expect("sidecar is JSON");
+    json["counters"]["agent_steps"].as_u64().expect("agent_steps")
+}
+
+/// SIGINT stops every thread within about a second, writes a final checkpoint that
+/// loads again, and exits 0.
+#[test]
+fn sigint_stops_cleanly_with_a_checkpoint() {
+    let scratch = Scratch::new("sigint");
+    let child = Command::new(env!("CARGO_BIN_EXE_a3g"))
+        .args([
+            "train",
+            "--env",
+            "CartPole-v1",
+            "--workers",
+            "2",
+            "--hidden-size",
+            "16",
+            "--max-time",
+            "60s",
+        ])
+        .current_dir(scratch.path("."))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start a3g");
+    std::thread::sleep(Duration::from_secs(3));
+    let signalled = Instant::now();
+    let status =
+        Command::new("kill").args(["-INT", &child.id().to_string()]).status().expect("run kill");
+    assert!(status.success());
+    let output = child.wait_with_output().expect("wait for a3g");
+    assert!(signalled.elapsed() < Duration::from_secs(3), "took {:?} to stop", signalled.elapsed());
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    assert!(stdout.contains("interrupted: saved"), "{stdout}");
+    let run = scratch.a3g(&[
+        "train",
+        "--env",
+        "CartPole-v1",
+        "--workers",
+        "1",
+        "--hidden-size",
+        "16",
+        "--load",
+        "--max-steps",
+        "1",
+    ]);
+    assert!(run.status.success(), "{}", run.stderr);
+}
+
+/// Bad input ends with one line and a non-zero exit, and never touches the
+/// checkpoint already there.
+#[test]
+fn bad_train_input_is_one_line() {
+    let scratch = Scratch::new("train-bad");
+    let line = assert_one_line_error(&scratch.a3g(&["train", "--env", "Pongg-v4"]));
+    assert!(line.contains("unknown environment id \"Pongg-v4\""), "{line}");
+    let line = assert_one_line_error(&scratch.a3g(&["train", "--env", "CartPole-v1", "--load"]));
+    assert!(line.contains("no checkpoint for CartPole-v1 in trained_models"), "{line}");
+    let line =
+        assert_one_line_error(&scratch.a3g(&["train", "--env", "CartPole-v1", "--workers", "0"]));
+    assert!(line.contains("--workers"), "{line}");
+
+    let run = scratch.a3g(&[
+        "train",
+        "--env",
+        "CartPole-v1",
+        "--workers",
+        "1",
+        "--hidden-size",
+        "16",
+        "--max-steps",
+        "10",
+    ]);
+    assert!(run.status.success(), "{}", run.stderr);
+    let model = scratch.path("trained_models/CartPole-v1.safetensors");
+    let line = assert_one_line_error(&scratch.a3g(&[
+        "train",
+        "--env",
+        "CartPole-v1",
+        "--hidden-size",
+        "32",
+        "--load",
+    ]));
+    assert!(line.contains("fc1.weight is [16, 4] there and [32, 4] here"), "{line}");
+
+    let damaged = b"\x08\x00\x00\x00\x00\x00\x00\x00{broken}".to_vec();
+    std::fs::write(&model, &damaged).unwrap();
+    let line = assert_one_line_error(&scratch.a3g(&[
+        "train",
+        "--env",
+        "CartPole-v1",
+        "--hidden-size",
+        "16",
+        "--load",
+    ]));
+    assert!(
+        line.contains("cannot read checkpoint") && line.contains("CartPole-v1.safetensors"),
+        "{line}"
+    );
+    assert_eq!(std::fs::read(&model).unwrap(), damaged, "the damaged file was overwritten");
+}
