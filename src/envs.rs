@@ -3,13 +3,14 @@
 use std::collections::HashMap;
 
 use crate::cli::EnvsArgs;
-use crate::env::{self, atari, ActionSpace, EnvOptions};
+use crate::env::{self, atari, ActionSpace, CropTable, EnvOptions};
 use crate::error::Result;
 
 /// Prints one line per id: id, action space, observation shape, and for ids named on
 /// the command line that are Atari games, the rows the crop keeps.
 pub fn run(args: &EnvsArgs) -> Result<()> {
-    let options = EnvOptions { crop_file: args.env_config.clone(), ..EnvOptions::default() };
+    let crops = CropTable::from_flag(args.env_config.as_deref())?;
+    let options = EnvOptions { crops, ..EnvOptions::default() };
     let listing_all = args.ids.is_empty();
     let ids = if listing_all { env::all_ids() } else { args.ids.clone() };
     // Every id family of a game shares its minimal action set, so listing all ids
@@ -33,7 +34,7 @@ pub fn run(args: &EnvsArgs) -> Result<()> {
         };
         let mut line = format!("{id:<34} {:<24} {shape:?}", action_space.to_string());
         if let (false, Some(game)) = (listing_all, game) {
-            let crop = env::crop_for_game(&game, &options)?;
+            let crop = options.crops.for_game(&game);
             line.push_str(&format!("  crop rows {}..{}", crop.crop1, (crop.crop2 + 160).min(210)));
         }
         lines.push(line);

@@ -16,7 +16,7 @@ use tch::{nn, Device, Tensor};
 
 use crate::checkpoint::{self, Counters as SavedCounters, Sidecar};
 use crate::cli::{OptimizerName, TrainArgs};
-use crate::env::{self, EnvOptions};
+use crate::env::{self, CropTable, EnvOptions};
 use crate::error::{Error, Result};
 use crate::model::{ActorCritic, ModelSpec};
 use crate::rollout::LossConfig;
@@ -39,11 +39,12 @@ pub fn run(args: &TrainArgs) -> Result<()> {
     if workers > cores {
         eprintln!("warning: {workers} workers on {cores} cores; they will share cores and each run slower");
     }
+    let crops = CropTable::from_flag(args.env_config.as_deref())?;
     let env_options = |seed: u64, episodic_life: bool| EnvOptions {
         seed,
         max_episode_length: Some(args.max_episode_length),
         skip_rate: args.skip_rate,
-        crop_file: args.env_config.clone(),
+        crops: crops.clone(),
         episodic_life,
     };
     // Every environment is made before any thread starts, so a bad id or crop file

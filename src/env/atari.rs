@@ -526,7 +526,7 @@ pub fn make(id: AtariId, options: &EnvOptions) -> Result<Box<dyn Env>> {
     if let Some(reason) = unrunnable_reason(id.rom_name) {
         return Err(Error::UnsupportedGame { id: id.id, reason });
     }
-    let crop = super::crop_for_game(&id.game, options)?;
+    let crop = options.crops.for_game(&id.game);
     let no_frameskip = id.family.is_no_frameskip();
     // The reference's --max-episode-length counts agent steps; below max-and-skip the
     // game layer steps once per frame.

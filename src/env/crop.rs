@@ -35,6 +35,11 @@ impl CropTable {
             .expect("the built-in crop file is valid")
     }
 
+    /// The table a `--env-config` flag names: that file, or the built-in one.
+    pub fn from_flag(path: Option<&Path>) -> Result<Self> {
+        path.map_or_else(|| Ok(Self::built_in()), Self::load)
+    }
+
     /// Reads a crop file.
     pub fn load(path: &Path) -> Result<Self> {
         let text = std::fs::read_to_string(path).map_err(|source| Error::Io {

@@ -8,7 +8,7 @@ pub mod crop;
 pub mod rng;
 pub mod wrappers;
 
-use std::path::PathBuf;
+pub use crop::CropTable;
 
 use crate::error::{Error, Result};
 
@@ -87,8 +87,8 @@ pub struct EnvOptions {
     pub max_episode_length: Option<u32>,
     /// Frames per agent step for NoFrameskip ids (`--skip-rate`).
     pub skip_rate: u32,
-    /// The crop file (`--env-config`); `None` uses the built-in configs/atari_crop.json.
-    pub crop_file: Option<PathBuf>,
+    /// Per-game crop rows (`--env-config`, parsed once by [`CropTable::from_flag`]).
+    pub crops: CropTable,
     /// Whether a lost life ends the episode (training); off, only game over does
     /// (testing and evaluation, whose scores are whole games).
     pub episodic_life: bool,
@@ -100,7 +100,7 @@ impl Default for EnvOptions {
             seed: 1,
             max_episode_length: None,
             skip_rate: 4,
-            crop_file: None,
+            crops: CropTable::built_in(),
             episodic_life: true,
         }
     }
@@ -115,15 +115,6 @@ pub fn make(id: &str, options: &EnvOptions) -> Result<Box<dyn Env>> {
         Some(atari_id) => atari::make(atari_id, options),
         None => Err(Error::UnknownEnv { id: id.to_string(), suggestions: closest_ids(id, 3) }),
     }
-}
-
-/// The crop rows an Atari game gets under `options` (its entry or Default).
-pub fn crop_for_game(game: &str, options: &EnvOptions) -> Result<crop::Crop> {
-    let table = match &options.crop_file {
-        Some(path) => crop::CropTable::load(path)?,
-        None => crop::CropTable::built_in(),
-    };
-    Ok(table.for_game(game))
 }
 
 /// Every id `make` accepts: classic control first, then each game in every id family.
