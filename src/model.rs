@@ -121,6 +121,15 @@ pub struct Output {
     pub state: LstmState,
 }
 
+/// What a Gaussian policy adds to the actor's mean layer: a layer for the deviation,
+/// and the bounds' center and half-range (`[1, dims]`, on the model's device) that map
+/// tanh's [-1, 1] onto them, made once rather than on every step.
+struct GaussianHead {
+    std: nn::Linear,
+    center: Tensor,
+    half_range: Tensor,
+}
+
 struct LstmCell {
     weight_ih: Tensor,
     weight_hh: Tensor,
@@ -135,7 +144,7 @@ pub struct ActorCritic {
     lstm: Option<LstmCell>,
     critic: nn::Linear,
     actor: nn::Linear,
-    actor_std: Option<nn::Linear>,
+    gaussian: Option<GaussianHead>,
     /// Every parameter with its checkpoint name, in the reference's state_dict order.
     parameters: Vec<(String, Tensor)>,
 }
@@ -153,15 +162,21 @@ impl ActorCritic {
         let lstm = spec.has_lstm().then(|| lstm_cell(&(&root / "lstm"), features, hidden));
         let head_inputs = if lstm.is_some() { hidden } else { features };
         let critic = normalized_linear(&(&root / "critic_linear"), head_inputs, 1, 1.0);
-        let (actor, actor_std) = match &spec.head {
+        let (actor, gaussian) = match &spec.head {
             Head::Discrete { actions } => {
                 (normalized_linear(&(&root / "actor_linear"), head_inputs, *actions, 0.01), None)
             }
-            Head::Gaussian { low, .. } => {
+            Head::Gaussian { low, high } => {
                 let dims = low.len() as i64;
                 let mean = normalized_linear(&(&root / "actor_linear"), head_inputs, dims, 0.01);
                 let std = normalized_linear(&(&root / "actor_std_linear"), head_inputs, dims, 0.01);
-                (mean, Some(std))
+                let per_dim = |f: fn(f32, f32) -> f32| {
+                    let values: Vec<f32> = low.iter().zip(high).map(|(&l, &h)| f(l, h)).collect();
+                    Tensor::from_slice(&values).view([1, dims]).to(vs.device())
+                };
+                let center = per_dim(|low, high| (low + high) / 2.0);
+                let half_range = per_dim(|low, high| (high - low) / 2.0);
+                (mean, Some(GaussianHead { std, center, half_range }))
             }
         };
         let variables = vs.variables();
@@ -175,7 +190,7 @@ impl ActorCritic {
                 (name, tensor)
             })
             .collect();
-        ActorCritic { spec: spec.clone(), body, lstm, critic, actor, actor_std, parameters }
+        ActorCritic { spec: spec.clone(), body, lstm, critic, actor, gaussian, parameters }
     }
 
     /// The spec it was built from.
@@ -211,19 +226,13 @@ impl ActorCritic {
             ),
         };
         let value = self.critic.forward(&features);
-        let policy = match (&self.spec.head, &self.actor_std) {
-            (Head::Gaussian { low, high }, Some(actor_std)) => {
-                let device = features.device();
-                let center: Vec<f32> = low.iter().zip(high).map(|(l, h)| (l + h) / 2.0).collect();
-                let half_range: Vec<f32> =
-                    low.iter().zip(high).map(|(l, h)| (h - l) / 2.0).collect();
-                let mean = self.actor.forward(&features).tanh()
-                    * Tensor::from_slice(&half_range).to(device)
-                    + Tensor::from_slice(&center).to(device);
-                let std = actor_std.forward(&features).softplus() + MIN_STD;
+        let policy = match &self.gaussian {
+            Some(head) => {
+                let mean = self.actor.forward(&features).tanh() * &head.half_range + &head.center;
+                let std = head.std.forward(&features).softplus() + MIN_STD;
                 Policy::Gaussian { mean, std }
             }
-            _ => Policy::Logits(self.actor.forward(&features)),
+            None => Policy::Logits(self.actor.forward(&features)),
         };
         Output { value, policy, state }
     }

@@ -158,11 +158,6 @@ impl SharedOptimizer {
             }
         });
     }
-
-    /// Every statistic, in `named_statistics` order, to load a checkpoint into.
-    pub fn statistics_mut(&mut self) -> impl Iterator<Item = &mut Tensor> {
-        self.statistics.iter_mut().flatten()
-    }
 }
 
 #[cfg(test)]

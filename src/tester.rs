@@ -7,7 +7,7 @@ use crossbeam::channel::Sender;
 use tch::{nn, Device, Tensor};
 
 use crate::agent;
-use crate::env::{ActionSpace, Env};
+use crate::env::Env;
 use crate::model::{ActorCritic, LstmState, ModelSpec};
 use crate::stop::Stop;
 use crate::worker::pull;
@@ -31,11 +31,8 @@ pub fn play_greedy_game(
     stop: Option<&Stop>,
 ) -> Option<(f64, u64)> {
     let spec = model.spec().clone();
-    let bounds = match env.action_space() {
-        ActionSpace::Continuous { low, high } => Some((low.clone(), high.clone())),
-        ActionSpace::Discrete { .. } => None,
-    };
-    let bounds_ref = bounds.as_ref().map(|(low, high)| (low.as_slice(), high.as_slice()));
+    // A copy, so its bounds stay borrowable while the environment is stepped.
+    let action_space = env.action_space().clone();
     let mut batch_shape = vec![1i64];
     batch_shape.extend_from_slice(env.observation_shape());
     let mut observation = env.reset(None);
@@ -47,7 +44,7 @@ pub fn play_greedy_game(
         }
         let input = Tensor::from_slice(&observation).view(batch_shape.as_slice());
         let output = model.forward(&input, &state);
-        let step = env.step(&agent::greedy(&output.policy, bounds_ref));
+        let step = env.step(&agent::greedy(&output.policy, action_space.bounds()));
         reward += f64::from(step.reward);
         length += 1;
         state = output.state;

@@ -9,7 +9,7 @@ use tch::{nn, Device, Kind, Tensor};
 
 use crate::agent;
 use crate::env::rng::Rng;
-use crate::env::{ActionSpace, Env};
+use crate::env::Env;
 use crate::error::{Error, Result};
 use crate::model::{ActorCritic, LstmState, ModelSpec};
 use crate::rollout::{LossConfig, Rollout};
@@ -66,11 +66,8 @@ impl Worker {
         let model = ActorCritic::new(&vs, &self.spec);
         let local_parameters: Vec<Tensor> =
             model.parameters().iter().map(|(_, tensor)| tensor.shallow_clone()).collect();
-        let bounds = match self.env.action_space() {
-            ActionSpace::Continuous { low, high } => Some((low.clone(), high.clone())),
-            ActionSpace::Discrete { .. } => None,
-        };
-        let bounds_ref = bounds.as_ref().map(|(low, high)| (low.as_slice(), high.as_slice()));
+        // A copy, so its bounds stay borrowable while the environment is stepped.
+        let action_space = self.env.action_space().clone();
         let mut batch_shape = vec![1i64];
         batch_shape.extend_from_slice(self.env.observation_shape());
         let mut rng = Rng::new(self.seed ^ 0x776f_726b);
@@ -88,7 +85,7 @@ impl Worker {
             for _ in 0..self.num_steps {
                 let input = Tensor::from_slice(&observation).view(batch_shape.as_slice());
                 let output = model.forward(&input, &state);
-                let sampled = agent::sample(&output.policy, &mut rng, bounds_ref);
+                let sampled = agent::sample(&output.policy, &mut rng, action_space.bounds());
                 let step = self.env.step(&sampled.action);
                 episode_length += 1;
                 done = step.done() || episode_length >= self.max_episode_length;

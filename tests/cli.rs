@@ -35,10 +35,8 @@ fn subcommands_have_help() {
 #[test]
 fn unavailable_subcommand_is_one_line_error() {
     let scratch = Scratch::new("unavailable");
-    for subcommand in ["eval"] {
-        let line = assert_one_line_error(&scratch.a3g(&[subcommand]));
-        assert!(line.contains(&format!("a3g {subcommand}")), "{line}");
-    }
+    let line = assert_one_line_error(&scratch.a3g(&["eval"]));
+    assert!(line.contains("a3g eval"), "{line}");
 }
 
 /// An unknown flag is a usage error from clap: exit code 2, the flag named, no panic.

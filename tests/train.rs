@@ -11,8 +11,8 @@ use crate::util::{assert_one_line_error, Scratch};
 fn last_reward_mean(stdout: &str) -> f64 {
     stdout
         .lines()
-        .filter_map(|line| line.split("reward mean ").nth(1))
-        .last()
+        .rev()
+        .find_map(|line| line.split("reward mean ").nth(1))
         .and_then(|mean| mean.trim().parse().ok())
         .unwrap_or(f64::NAN)
 }

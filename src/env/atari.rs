@@ -450,17 +450,13 @@ impl AtariGame {
     pub fn minimal_actions(&self) -> &[i32] {
         self.emulator.minimal_actions()
     }
-
-    fn screen(&mut self) -> Vec<u8> {
-        self.emulator.screen_rgb_vec()
-    }
 }
 
 impl FrameEnv for AtariGame {
     fn reset(&mut self) -> Vec<u8> {
         self.emulator.reset_game();
         self.elapsed_steps = 0;
-        self.screen()
+        self.emulator.screen_rgb_vec()
     }
 
     fn step(&mut self, action: usize) -> FrameStep {
@@ -483,7 +479,7 @@ impl FrameEnv for AtariGame {
         let step_limit_hit =
             self.max_episode_steps.is_some_and(|limit| self.elapsed_steps >= limit);
         FrameStep {
-            frame: self.screen(),
+            frame: self.emulator.screen_rgb_vec(),
             reward: reward as f32,
             terminated,
             truncated: frame_limit_hit || step_limit_hit,

@@ -21,6 +21,16 @@ pub enum ActionSpace {
     Continuous { low: Vec<f32>, high: Vec<f32> },
 }
 
+impl ActionSpace {
+    /// The lower and upper bounds of a continuous space; `None` for a discrete one.
+    pub fn bounds(&self) -> Option<(&[f32], &[f32])> {
+        match self {
+            ActionSpace::Continuous { low, high } => Some((low, high)),
+            ActionSpace::Discrete { .. } => None,
+        }
+    }
+}
+
 impl std::fmt::Display for ActionSpace {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
