@@ -217,7 +217,12 @@ pub fn run(args: &TrainArgs) -> Result<()> {
                     stop.request(StopReason::TargetScore);
                 }
             }
-            Err(RecvTimeoutError::Timeout | RecvTimeoutError::Disconnected) => {}
+            Err(RecvTimeoutError::Timeout) => {}
+            // The test agent only hangs up when asked to stop; otherwise it died, and
+            // the loop would spin on the closed channel with nothing left to report.
+            Err(RecvTimeoutError::Disconnected) => {
+                stop.request(StopReason::Failure("the test agent stopped unexpectedly".into()))
+            }
         }
         if status.due(status_interval) {
             println!("{}", status.line(&counters));
