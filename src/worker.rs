@@ -1,10 +1,24 @@
-//! One training thread: pull the shared weights, roll out `num_steps` agent steps,
-//! backpropagate the A3C loss through the rollout, and push the gradients into the
-//! shared model through the shared optimizer.
+//! Training workers. A worker is what the reference runs as one process: its own
+//! environment, LSTM state, random stream and rollout length, trained by pulling the
+//! shared weights, rolling out `num_steps` agent steps, backpropagating the A3C loss
+//! and pushing the gradients into the shared model through the shared optimizer.
+//!
+//! Workers are not threads. A rollout's autograd graph holds the activations of every
+//! step (about 2 MB per Atari screen), and 32 threads would each be mid-rollout at
+//! once, holding 32 graphs, while glibc keeps a high-water mark in each thread's arena.
+//! Instead a few training threads, about one per core, take the workers from a queue in
+//! turn, one rollout each, so only that many graphs exist and only that many threads
+//! allocate them. The reference pulls the shared weights into its local model before
+//! every rollout, so the local model carries nothing from one rollout to the next and a
+//! thread's one local model serves whichever worker it trains. Every worker's own
+//! experience is what it would have been; a worker waiting in the queue is one that
+//! would only have been waiting for a core.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
+use crossbeam::channel::{Receiver, RecvTimeoutError, Sender};
 use tch::{nn, Device, Kind, Tensor};
 
 use crate::agent;
@@ -37,8 +51,79 @@ pub struct Counters {
     pub last_entropy: AtomicU64,
 }
 
-/// Everything one worker owns.
-pub struct Worker {
+/// A thread's local copy of the model, with its own gradients.
+struct LocalModel {
+    // Owns the variables that `model` and `parameters` point into.
+    _store: nn::VarStore,
+    model: ActorCritic,
+    /// The model's parameters in its parameter order (that of the shared handles).
+    parameters: Vec<Tensor>,
+}
+
+impl LocalModel {
+    fn new(spec: &ModelSpec, device: Device) -> Self {
+        let store = nn::VarStore::new(device);
+        let model = ActorCritic::new(&store, spec);
+        let parameters =
+            model.parameters().iter().map(|(_, tensor)| tensor.shallow_clone()).collect();
+        LocalModel { _store: store, model, parameters }
+    }
+}
+
+/// The workers waiting for a training thread, first in first out, so they take turns.
+#[derive(Clone)]
+pub struct WorkerQueue {
+    next: Receiver<Worker>,
+    requeue: Sender<Worker>,
+}
+
+impl WorkerQueue {
+    pub fn new(workers: Vec<Worker>) -> Self {
+        let (requeue, next) = crossbeam::channel::unbounded();
+        for worker in workers {
+            requeue.send(worker).expect("the queue holds its own receiver");
+        }
+        WorkerQueue { next, requeue }
+    }
+
+    /// Waits for the next worker; `None` once a stop is requested.
+    fn next(&self, stop: &Stop) -> Option<Worker> {
+        while !stop.requested() {
+            match self.next.recv_timeout(Duration::from_millis(50)) {
+                Ok(worker) => return Some(worker),
+                Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Disconnected) => return None,
+            }
+        }
+        None
+    }
+
+    fn requeue(&self, worker: Worker) {
+        // The queue holds its own receiver, so sending cannot fail.
+        let _ = self.requeue.send(worker);
+    }
+}
+
+/// One training thread: trains whichever worker is next for one rollout and queues it
+/// again, until a stop is requested. A worker's error ends the thread (and, through
+/// the caller, the run), naming the worker.
+pub fn run_training_thread(queue: WorkerQueue, spec: &ModelSpec, stop: &Stop) -> Result<()> {
+    // One intra-op thread each: the training threads are the parallelism, and more
+    // threads each would only contend for the same cores.
+    tch::set_num_threads(1);
+    let local = LocalModel::new(spec, Device::Cpu);
+    while let Some(mut worker) = queue.next(stop) {
+        let rank = worker.rank;
+        worker
+            .train_one_rollout(&local)
+            .map_err(|err| Error::Training(format!("worker {rank}: {}", err.report())))?;
+        queue.requeue(worker);
+    }
+    Ok(())
+}
+
+/// What a worker is made from.
+pub struct WorkerSetup {
     pub rank: usize,
     pub env: Box<dyn Env>,
     pub spec: ModelSpec,
@@ -50,100 +135,145 @@ pub struct Worker {
     pub loss: LossConfig,
     pub seed: u64,
     pub counters: Arc<Counters>,
-    pub stop: Stop,
+}
+
+/// One worker: its setup and where its game stands between rollouts.
+pub struct Worker {
+    rank: usize,
+    env: Box<dyn Env>,
+    spec: ModelSpec,
+    shared_parameters: Vec<Tensor>,
+    optimizer: SharedOptimizer,
+    num_steps: u32,
+    max_episode_length: u32,
+    loss: LossConfig,
+    counters: Arc<Counters>,
+    rng: Rng,
+    observation: Vec<f32>,
+    /// Detached between rollouts, so no graph outlives its update.
+    state: LstmState,
+    episode_length: u32,
+    /// The episode ended with the last rollout; the LSTM state starts afresh.
+    done: bool,
+    /// The environment's frame count already added to the counters.
+    frames_seen: u64,
 }
 
 impl Worker {
-    /// Trains until a stop is requested; an error ends this worker (and, through the
-    /// caller, the run).
-    pub fn run(mut self) -> Result<()> {
-        // One intra-op thread per worker: the workers are the parallelism, and more
-        // threads each would only contend for the same cores.
-        tch::set_num_threads(1);
-        tch::manual_seed(self.seed as i64);
-        let device = Device::Cpu;
-        let vs = nn::VarStore::new(device);
-        let model = ActorCritic::new(&vs, &self.spec);
-        let local_parameters: Vec<Tensor> =
-            model.parameters().iter().map(|(_, tensor)| tensor.shallow_clone()).collect();
+    /// Resets the worker's environment, ready for its first rollout.
+    pub fn new(setup: WorkerSetup) -> Self {
+        let WorkerSetup {
+            rank,
+            mut env,
+            spec,
+            shared_parameters,
+            optimizer,
+            num_steps,
+            max_episode_length,
+            loss,
+            seed,
+            counters,
+        } = setup;
+        let observation = env.reset(None);
+        let frames_seen = env.env_frames();
+        let state = LstmState::zeros(&spec, Device::Cpu);
+        Worker {
+            rank,
+            env,
+            spec,
+            shared_parameters,
+            optimizer,
+            num_steps,
+            max_episode_length,
+            loss,
+            counters,
+            rng: Rng::new(seed ^ 0x776f_726b),
+            observation,
+            state,
+            episode_length: 0,
+            done: false,
+            frames_seen,
+        }
+    }
+
+    /// Pulls the shared weights, plays one rollout and pushes its update.
+    fn train_one_rollout(&mut self, local: &LocalModel) -> Result<()> {
+        let LocalModel { model, parameters: local_parameters, .. } = local;
         // A copy, so its bounds stay borrowable while the environment is stepped.
         let action_space = self.env.action_space().clone();
         let mut batch_shape = vec![1i64];
         batch_shape.extend_from_slice(self.env.observation_shape());
-        let mut rng = Rng::new(self.seed ^ 0x776f_726b);
-        let mut observation = self.env.reset(None);
-        let mut frames_seen = self.env.env_frames();
-        let mut state = LstmState::zeros(&self.spec, device);
-        let mut episode_length = 0u32;
+        pull(&self.shared_parameters, local_parameters);
+        let mut state = if self.done {
+            LstmState::zeros(&self.spec, Device::Cpu)
+        } else {
+            self.state.detached()
+        };
         let mut done = false;
-
-        while !self.stop.requested() {
-            pull(&self.shared_parameters, &local_parameters);
-            state = if done { LstmState::zeros(&self.spec, device) } else { state.detached() };
-            done = false;
-            let mut rollout = Rollout::default();
-            for _ in 0..self.num_steps {
-                let input = Tensor::from_slice(&observation).view(batch_shape.as_slice());
-                let output = model.forward(&input, &state);
-                let sampled = agent::sample(&output.policy, &mut rng, action_space.bounds());
-                let step = self.env.step(&sampled.action);
-                episode_length += 1;
-                done = step.done() || episode_length >= self.max_episode_length;
-                rollout.values.push(output.value);
-                rollout.log_probs.push(sampled.log_prob);
-                rollout.entropies.push(sampled.entropy);
-                // The reference clips rewards for learning only; scores stay raw.
-                rollout.rewards.push(f64::from(step.reward).clamp(-1.0, 1.0));
-                state = output.state;
-                observation = step.observation;
-                self.counters.agent_steps.fetch_add(1, Ordering::Relaxed);
-                let frames = self.env.env_frames();
-                self.counters.env_frames.fetch_add(frames - frames_seen, Ordering::Relaxed);
-                frames_seen = frames;
-                if done {
-                    break;
-                }
+        let mut rollout = Rollout::default();
+        for _ in 0..self.num_steps {
+            let input = Tensor::from_slice(&self.observation).view(batch_shape.as_slice());
+            let output = model.forward(&input, &state);
+            let sampled = agent::sample(&output.policy, &mut self.rng, action_space.bounds());
+            let step = self.env.step(&sampled.action);
+            self.episode_length += 1;
+            done = step.done() || self.episode_length >= self.max_episode_length;
+            rollout.values.push(output.value);
+            rollout.log_probs.push(sampled.log_prob);
+            rollout.entropies.push(sampled.entropy);
+            // The reference clips rewards for learning only; scores stay raw.
+            rollout.rewards.push(f64::from(step.reward).clamp(-1.0, 1.0));
+            state = output.state;
+            self.observation = step.observation;
+            self.counters.agent_steps.fetch_add(1, Ordering::Relaxed);
+            let frames = self.env.env_frames();
+            self.counters.env_frames.fetch_add(frames - self.frames_seen, Ordering::Relaxed);
+            self.frames_seen = frames;
+            if done {
+                break;
             }
-            let bootstrap = if done {
-                episode_length = 0;
-                observation = self.env.reset(None);
-                0.0
-            } else {
-                let input = Tensor::from_slice(&observation).view(batch_shape.as_slice());
-                tch::no_grad(|| model.forward(&input, &state).value.double_value(&[0, 0]))
-            };
-            let loss = rollout.loss(bootstrap, &self.loss);
-            for parameter in &local_parameters {
-                let mut parameter = parameter.shallow_clone();
-                parameter.zero_grad();
+        }
+        let bootstrap = if done {
+            self.episode_length = 0;
+            self.observation = self.env.reset(None);
+            0.0
+        } else {
+            let input = Tensor::from_slice(&self.observation).view(batch_shape.as_slice());
+            tch::no_grad(|| model.forward(&input, &state).value.double_value(&[0, 0]))
+        };
+        self.state = state.detached();
+        self.done = done;
+        let loss = rollout.loss(bootstrap, &self.loss);
+        for parameter in local_parameters {
+            let mut parameter = parameter.shallow_clone();
+            parameter.zero_grad();
+        }
+        loss.total.backward();
+        let gradients: Vec<Tensor> =
+            local_parameters.iter().map(|parameter| parameter.grad()).collect();
+        if is_finite(&loss.total, &gradients) {
+            self.optimizer.step(&self.shared_parameters, &gradients);
+            self.counters.updates.fetch_add(1, Ordering::Relaxed);
+            self.counters.consecutive_skips.store(0, Ordering::Relaxed);
+            let steps = rollout.len() as f64;
+            for (counter, term) in [
+                (&self.counters.last_policy_loss, &loss.policy),
+                (&self.counters.last_value_loss, &loss.value),
+                (&self.counters.last_entropy, &loss.entropy),
+            ] {
+                counter.store((term.double_value(&[]) / steps).to_bits(), Ordering::Relaxed);
             }
-            loss.total.backward();
-            let gradients: Vec<Tensor> =
-                local_parameters.iter().map(|parameter| parameter.grad()).collect();
-            if is_finite(&loss.total, &gradients) {
-                self.optimizer.step(&self.shared_parameters, &gradients);
-                self.counters.updates.fetch_add(1, Ordering::Relaxed);
-                self.counters.consecutive_skips.store(0, Ordering::Relaxed);
-                let steps = rollout.len() as f64;
-                for (counter, term) in [
-                    (&self.counters.last_policy_loss, &loss.policy),
-                    (&self.counters.last_value_loss, &loss.value),
-                    (&self.counters.last_entropy, &loss.entropy),
-                ] {
-                    counter.store((term.double_value(&[]) / steps).to_bits(), Ordering::Relaxed);
-                }
-            } else {
-                self.counters.skipped_updates.fetch_add(1, Ordering::Relaxed);
-                let in_a_row = self.counters.consecutive_skips.fetch_add(1, Ordering::Relaxed) + 1;
-                if in_a_row >= MAX_CONSECUTIVE_SKIPS {
-                    return Err(Error::Training(format!(
-                        "{in_a_row} updates in a row had a non-finite loss or gradient, so training stopped \
-                         (the last good checkpoint is kept); lower --lr or check the environment's rewards"
-                    )));
-                }
-                // A diverged rollout leaves a state that may itself be non-finite.
-                done = true;
+        } else {
+            self.counters.skipped_updates.fetch_add(1, Ordering::Relaxed);
+            let in_a_row = self.counters.consecutive_skips.fetch_add(1, Ordering::Relaxed) + 1;
+            if in_a_row >= MAX_CONSECUTIVE_SKIPS {
+                return Err(Error::Training(format!(
+                    "{in_a_row} updates in a row had a non-finite loss or gradient, so training stopped \
+                     (the last good checkpoint is kept); lower --lr or check the environment's rewards"
+                )));
             }
+            // A diverged rollout leaves a state that may itself be non-finite.
+            self.done = true;
         }
         Ok(())
     }
