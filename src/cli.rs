@@ -104,6 +104,13 @@ pub struct TrainArgs {
     /// Weight of the value loss.
     #[arg(long, default_value_t = 0.5, help_heading = "Optimization")]
     pub value_coef: f64,
+    /// Multiply rewards by this before clipping; for learning only, scores stay raw.
+    #[arg(long, default_value_t = 1.0, value_parser = parse_reward_scale, help_heading = "Optimization")]
+    pub reward_scale: f64,
+    /// Clip learning rewards to [-C, C], as the reference does for Atari; "off" keeps
+    /// them whole (Pendulum's costs run to -16 a step).
+    #[arg(long, default_value_t = RewardClip(Some(1.0)), value_parser = parse_reward_clip, help_heading = "Optimization")]
+    pub reward_clip: RewardClip,
 
     /// Stop after this many agent steps, summed over workers.
     #[arg(long, help_heading = "Run")]
@@ -112,7 +119,7 @@ pub struct TrainArgs {
     #[arg(long, value_parser = parse_duration, help_heading = "Run")]
     pub max_time: Option<HumanDuration>,
     /// Stop once the test agent's mean over its last 100 games reaches this score.
-    #[arg(long, help_heading = "Run")]
+    #[arg(long, allow_negative_numbers = true, help_heading = "Run")]
     pub stop_at_mean: Option<f64>,
     /// Seconds between status lines.
     #[arg(long, default_value_t = 5.0, help_heading = "Run")]
@@ -146,6 +153,37 @@ impl HumanDuration {
     /// As a `Duration`.
     pub fn duration(&self) -> Duration {
         Duration::from_secs_f64(self.seconds)
+    }
+}
+
+/// --reward-clip's bound; `None` when clipping is off.
+#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(transparent)]
+pub struct RewardClip(pub Option<f64>);
+
+impl std::fmt::Display for RewardClip {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.0 {
+            Some(bound) => write!(f, "{bound}"),
+            None => f.write_str("off"),
+        }
+    }
+}
+
+fn parse_reward_clip(text: &str) -> Result<RewardClip, String> {
+    if text == "off" {
+        return Ok(RewardClip(None));
+    }
+    match text.parse::<f64>() {
+        Ok(bound) if bound > 0.0 && bound.is_finite() => Ok(RewardClip(Some(bound))),
+        _ => Err(format!("{text:?} is not a clip bound; write a positive number, or off")),
+    }
+}
+
+fn parse_reward_scale(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(scale) if scale > 0.0 && scale.is_finite() => Ok(scale),
+        _ => Err(format!("{text:?} is not a reward scale; write a positive number")),
     }
 }
 
@@ -192,6 +230,38 @@ mod tests {
         assert_eq!(parse_duration("1.5").unwrap().seconds, 1.5);
         for bad in ["", "m", "ten", "-5s", "0", "5d"] {
             assert!(parse_duration(bad).is_err(), "{bad} parsed");
+        }
+    }
+
+    fn train_args(flags: &[&str]) -> TrainArgs {
+        let cli = Cli::try_parse_from([&["a3g", "train"], flags].concat()).expect("flags parse");
+        match cli.command {
+            Command::Train(args) => *args,
+            _ => unreachable!("a train command"),
+        }
+    }
+
+    /// Rewards are clipped to [-1, 1] by default as in the reference; --reward-clip off
+    /// and a scale change that; a negative --stop-at-mean is a number, not a flag.
+    #[test]
+    fn reward_and_target_flags_parse() {
+        let defaults = train_args(&[]);
+        assert_eq!((defaults.reward_scale, defaults.reward_clip), (1.0, RewardClip(Some(1.0))));
+        let args = train_args(&[
+            "--reward-scale",
+            "0.125",
+            "--reward-clip",
+            "off",
+            "--stop-at-mean",
+            "-200",
+        ]);
+        assert_eq!((args.reward_scale, args.reward_clip), (0.125, RewardClip(None)));
+        assert_eq!(args.stop_at_mean, Some(-200.0));
+        for bad in [["--reward-clip", "0"], ["--reward-clip", "none"], ["--reward-scale", "-1"]] {
+            assert!(
+                Cli::try_parse_from([&["a3g", "train"], &bad[..]].concat()).is_err(),
+                "{bad:?} parsed"
+            );
         }
     }
 }

@@ -17,6 +17,24 @@ pub struct LossConfig {
     pub value_coef: f64,
 }
 
+/// How a raw reward becomes the reward the loss learns from.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct RewardShaping {
+    pub scale: f64,
+    /// Rewards are clipped to [-clip, clip] after scaling; `None` keeps them whole.
+    pub clip: Option<f64>,
+}
+
+impl RewardShaping {
+    pub fn apply(&self, raw: f32) -> f64 {
+        let scaled = f64::from(raw) * self.scale;
+        match self.clip {
+            Some(bound) => scaled.clamp(-bound, bound),
+            None => scaled,
+        }
+    }
+}
+
 /// Steps of one rollout, as tensors that keep their autograd graphs.
 #[derive(Default)]
 pub struct Rollout {
@@ -140,6 +158,19 @@ mod tests {
         let targets = compute_targets(&[-1.0, 0.0, 1.0], &[0.1, 0.2, 0.5], 2.0, 0.9, 0.5);
         close(&targets.returns, &[1.268, 2.52, 2.8]);
         close(&targets.advantages, &[-0.34175, 1.285, 2.3]);
+    }
+
+    /// Scaling comes before clipping, and "off" keeps the scaled reward whole.
+    #[test]
+    fn reward_shaping_scales_then_clips() {
+        let reference = RewardShaping { scale: 1.0, clip: Some(1.0) };
+        assert_eq!(reference.apply(3.0), 1.0);
+        assert_eq!(reference.apply(-0.5), -0.5);
+        let scaled = RewardShaping { scale: 0.125, clip: Some(1.0) };
+        assert_eq!(scaled.apply(-4.0), -0.5);
+        assert_eq!(scaled.apply(-16.0), -1.0);
+        let whole = RewardShaping { scale: 0.125, clip: None };
+        assert_eq!(whole.apply(-16.0), -2.0);
     }
 
     /// With tau 1 GAE is the return minus the value; an ended episode bootstraps 0.

@@ -20,7 +20,7 @@ use crate::cli::{OptimizerName, TrainArgs};
 use crate::env::{self, CropTable, EnvOptions};
 use crate::error::{Error, Result};
 use crate::model::{ActorCritic, ModelSpec};
-use crate::rollout::LossConfig;
+use crate::rollout::{LossConfig, RewardShaping};
 use crate::shared_optim::{OptimizerKind, SharedOptimizer};
 use crate::stop::{self, Stop, StopReason};
 use crate::tester::{self, EpisodeStats};
@@ -123,6 +123,7 @@ pub fn run(args: &TrainArgs) -> Result<()> {
             num_steps,
             max_episode_length: args.max_episode_length,
             loss,
+            rewards: RewardShaping { scale: args.reward_scale, clip: args.reward_clip.0 },
             seed: args.seed + rank as u64,
             counters: Arc::clone(&counters),
         }));

@@ -26,7 +26,7 @@ use crate::env::rng::Rng;
 use crate::env::Env;
 use crate::error::{Error, Result};
 use crate::model::{ActorCritic, LstmState, ModelSpec};
-use crate::rollout::{LossConfig, Rollout};
+use crate::rollout::{LossConfig, RewardShaping, Rollout};
 use crate::shared_optim::SharedOptimizer;
 use crate::stop::Stop;
 
@@ -133,6 +133,7 @@ pub struct WorkerSetup {
     pub num_steps: u32,
     pub max_episode_length: u32,
     pub loss: LossConfig,
+    pub rewards: RewardShaping,
     pub seed: u64,
     pub counters: Arc<Counters>,
 }
@@ -147,6 +148,7 @@ pub struct Worker {
     num_steps: u32,
     max_episode_length: u32,
     loss: LossConfig,
+    rewards: RewardShaping,
     counters: Arc<Counters>,
     rng: Rng,
     observation: Vec<f32>,
@@ -171,6 +173,7 @@ impl Worker {
             num_steps,
             max_episode_length,
             loss,
+            rewards,
             seed,
             counters,
         } = setup;
@@ -186,6 +189,7 @@ impl Worker {
             num_steps,
             max_episode_length,
             loss,
+            rewards,
             counters,
             rng: Rng::new(seed ^ 0x776f_726b),
             observation,
@@ -221,8 +225,8 @@ impl Worker {
             rollout.values.push(output.value);
             rollout.log_probs.push(sampled.log_prob);
             rollout.entropies.push(sampled.entropy);
-            // The reference clips rewards for learning only; scores stay raw.
-            rollout.rewards.push(f64::from(step.reward).clamp(-1.0, 1.0));
+            // Shaped for learning only; scores stay raw.
+            rollout.rewards.push(self.rewards.apply(step.reward));
             state = output.state;
             self.observation = step.observation;
             self.counters.agent_steps.fetch_add(1, Ordering::Relaxed);
