@@ -4,13 +4,16 @@ mean length of its last 100 training episodes reaches 475, and prints the wall t
 Their script targets the old gym API and CartPole-v0 with no time limit; a small `gym`
 stand-in built on gymnasium gives it CartPole-v1 (500-step limit, which the 475 target
 needs) through the old reset/step signatures, and no window. Their `record` is replaced
-by one that reports each episode's length instead of a moving average; everything
-else (network, loss, shared Adam, 5-step updates, worker processes) is theirs.
+by one that reports each episode's length instead of a moving average, and their
+SharedAdam's integer step count becomes a shared one-element tensor, the form Adam
+has required since PyTorch 1.12; everything else (network, loss, shared Adam, 5-step
+updates, worker processes) is theirs.
 
 Run through benches/cartpole_vs_pytorch_a3c.sh, which installs the dependencies.
 Usage: python3 cartpole_vs_pytorch_a3c.py <checkout of MorvanZhou/pytorch-A3C> <workers>
 """
 import collections
+import queue
 import sys
 import time
 import types
@@ -45,6 +48,7 @@ def main():
     repo, workers = sys.argv[1], int(sys.argv[2])
     sys.modules["gym"] = types.SimpleNamespace(make=lambda _id: OldApiCartPole())
     sys.path.insert(0, repo)
+    import torch
     import torch.multiprocessing as mp
 
     import discrete_A3C as a3c
@@ -60,6 +64,8 @@ def main():
     shared = a3c.Net(a3c.N_S, a3c.N_A)
     shared.share_memory()
     optimizer = a3c.SharedAdam(shared.parameters(), lr=1e-4, betas=(0.92, 0.999))
+    for state in optimizer.state.values():
+        state["step"] = torch.zeros(()).share_memory_()
     global_ep, global_ep_r, lengths = mp.Value("i", 0), mp.Value("d", 0.0), mp.Queue()
     processes = [
         a3c.Worker(shared, optimizer, global_ep, global_ep_r, lengths, rank)
@@ -72,8 +78,11 @@ def main():
     mean = 0.0
     try:
         while time.time() - started < TIME_LIMIT_S:
-            length = lengths.get()
-            if length is None:
+            try:
+                length = lengths.get(timeout=5)
+            except queue.Empty:
+                if not any(process.is_alive() for process in processes):
+                    sys.exit("pytorch-A3C: every worker process died")
                 continue
             recent.append(length)
             mean = sum(recent) / len(recent)
