@@ -137,7 +137,7 @@ pub struct TrainArgs {
     /// Save after a test game only when it matches or beats the best score so far.
     #[arg(long, help_heading = "Checkpoints")]
     pub save_max: bool,
-    /// Folder of the test agent's game log (<env>_log).
+    /// Folder of the test agent's game log (`<env>_log`).
     #[arg(long, default_value = "logs", help_heading = "Checkpoints")]
     pub log_dir: PathBuf,
 }

@@ -5,12 +5,13 @@
 //!
 //! - [`cli`]: the command line, whose flags document every hyperparameter.
 //! - [`error`]: the library's error type; `main` prints it on one line.
-//! - [`env`]: the environments: Atari games through the ALE emulator with Gym's id
+//! - [`env`](mod@env): the environments: Atari games through the ALE emulator with Gym's id
 //!   semantics and the reference's wrapper stack, and classic control.
 //! - [`envs`]: the `a3g envs` subcommand.
 //! - [`model`]: the actor-critic networks; [`agent`]: choosing actions from them.
 //! - [`rollout`]: returns, GAE and the loss; [`shared_optim`]: the shared optimizers.
-//! - [`worker`]: one training thread; [`tester`]: the test agent's thread.
+//! - [`worker`]: workers (environment, LSTM state, rollouts) and the training threads
+//!   that take them in turn; [`tester`]: the test agent's thread.
 //! - [`train`]: `a3g train`, which starts, watches and stops them; [`stop`]: how.
 //! - [`checkpoint`]: saving and loading models, statistics and counters.
 //!
