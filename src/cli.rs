@@ -174,17 +174,14 @@ fn parse_reward_clip(text: &str) -> Result<RewardClip, String> {
     if text == "off" {
         return Ok(RewardClip(None));
     }
-    match text.parse::<f64>() {
-        Ok(bound) if bound > 0.0 && bound.is_finite() => Ok(RewardClip(Some(bound))),
-        _ => Err(format!("{text:?} is not a clip bound; write a positive number, or off")),
-    }
+    positive_number(text)
+        .map(|bound| RewardClip(Some(bound)))
+        .ok_or_else(|| format!("{text:?} is not a clip bound; write a positive number, or off"))
 }
 
 fn parse_reward_scale(text: &str) -> Result<f64, String> {
-    match text.parse::<f64>() {
-        Ok(scale) if scale > 0.0 && scale.is_finite() => Ok(scale),
-        _ => Err(format!("{text:?} is not a reward scale; write a positive number")),
-    }
+    positive_number(text)
+        .ok_or_else(|| format!("{text:?} is not a reward scale; write a positive number"))
 }
 
 fn parse_duration(text: &str) -> Result<HumanDuration, String> {
@@ -194,12 +191,14 @@ fn parse_duration(text: &str) -> Result<HumanDuration, String> {
         Some((index, 'h')) => (&text[..index], 3600.0),
         _ => (text, 1.0),
     };
-    match number.parse::<f64>() {
-        Ok(value) if value > 0.0 && value.is_finite() => {
-            Ok(HumanDuration { text: text.to_string(), seconds: value * unit })
-        }
-        _ => Err(format!("{text:?} is not a duration; write 90s, 10m, 2h or plain seconds")),
-    }
+    positive_number(number)
+        .map(|value| HumanDuration { text: text.to_string(), seconds: value * unit })
+        .ok_or_else(|| format!("{text:?} is not a duration; write 90s, 10m, 2h or plain seconds"))
+}
+
+/// A finite number above zero, or `None`.
+fn positive_number(text: &str) -> Option<f64> {
+    text.parse::<f64>().ok().filter(|value| *value > 0.0 && value.is_finite())
 }
 
 /// Flags of `a3g eval`.

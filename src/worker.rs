@@ -23,7 +23,7 @@ use tch::{nn, Device, Kind, Tensor};
 
 use crate::agent;
 use crate::env::rng::Rng;
-use crate::env::Env;
+use crate::env::{ActionSpace, Env};
 use crate::error::{Error, Result};
 use crate::model::{ActorCritic, LstmState, ModelSpec};
 use crate::rollout::{LossConfig, RewardShaping, Rollout};
@@ -113,7 +113,7 @@ pub fn run_training_thread(queue: WorkerQueue, spec: &ModelSpec, stop: &Stop) ->
     tch::set_num_threads(1);
     let local = LocalModel::new(spec, Device::Cpu);
     while let Some(mut worker) = queue.next(stop) {
-        let rank = worker.rank;
+        let rank = worker.setup.rank;
         worker
             .train_one_rollout(&local)
             .map_err(|err| Error::Training(format!("worker {rank}: {}", err.report())))?;
@@ -140,16 +140,12 @@ pub struct WorkerSetup {
 
 /// One worker: its setup and where its game stands between rollouts.
 pub struct Worker {
-    rank: usize,
-    env: Box<dyn Env>,
-    spec: ModelSpec,
-    shared_parameters: Vec<Tensor>,
-    optimizer: SharedOptimizer,
-    num_steps: u32,
-    max_episode_length: u32,
-    loss: LossConfig,
-    rewards: RewardShaping,
-    counters: Arc<Counters>,
+    setup: WorkerSetup,
+    /// A copy of the environment's, so its bounds stay borrowable while the
+    /// environment is stepped.
+    action_space: ActionSpace,
+    /// `[1, observation shape...]`: one observation as a batch.
+    batch_shape: Vec<i64>,
     rng: Rng,
     observation: Vec<f32>,
     /// Detached between rollouts, so no graph outlives its update.
@@ -163,35 +159,18 @@ pub struct Worker {
 
 impl Worker {
     /// Resets the worker's environment, ready for its first rollout.
-    pub fn new(setup: WorkerSetup) -> Self {
-        let WorkerSetup {
-            rank,
-            mut env,
-            spec,
-            shared_parameters,
-            optimizer,
-            num_steps,
-            max_episode_length,
-            loss,
-            rewards,
-            seed,
-            counters,
-        } = setup;
-        let observation = env.reset(None);
-        let frames_seen = env.env_frames();
-        let state = LstmState::zeros(&spec, Device::Cpu);
+    pub fn new(mut setup: WorkerSetup) -> Self {
+        let action_space = setup.env.action_space().clone();
+        let batch_shape = [&[1i64][..], setup.env.observation_shape()].concat();
+        let observation = setup.env.reset(None);
+        let frames_seen = setup.env.env_frames();
+        let state = LstmState::zeros(&setup.spec, Device::Cpu);
+        let rng = Rng::new(setup.seed ^ 0x776f_726b);
         Worker {
-            rank,
-            env,
-            spec,
-            shared_parameters,
-            optimizer,
-            num_steps,
-            max_episode_length,
-            loss,
-            rewards,
-            counters,
-            rng: Rng::new(seed ^ 0x776f_726b),
+            setup,
+            action_space,
+            batch_shape,
+            rng,
             observation,
             state,
             episode_length: 0,
@@ -203,35 +182,33 @@ impl Worker {
     /// Pulls the shared weights, plays one rollout and pushes its update.
     fn train_one_rollout(&mut self, local: &LocalModel) -> Result<()> {
         let LocalModel { model, parameters: local_parameters, .. } = local;
-        // A copy, so its bounds stay borrowable while the environment is stepped.
-        let action_space = self.env.action_space().clone();
-        let mut batch_shape = vec![1i64];
-        batch_shape.extend_from_slice(self.env.observation_shape());
-        pull(&self.shared_parameters, local_parameters);
+        let setup = &mut self.setup;
+        let batch_shape = self.batch_shape.as_slice();
+        pull(&setup.shared_parameters, local_parameters);
         let mut state = if self.done {
-            LstmState::zeros(&self.spec, Device::Cpu)
+            LstmState::zeros(&setup.spec, Device::Cpu)
         } else {
             self.state.detached()
         };
         let mut done = false;
         let mut rollout = Rollout::default();
-        for _ in 0..self.num_steps {
-            let input = Tensor::from_slice(&self.observation).view(batch_shape.as_slice());
+        for _ in 0..setup.num_steps {
+            let input = Tensor::from_slice(&self.observation).view(batch_shape);
             let output = model.forward(&input, &state);
-            let sampled = agent::sample(&output.policy, &mut self.rng, action_space.bounds());
-            let step = self.env.step(&sampled.action);
+            let sampled = agent::sample(&output.policy, &mut self.rng, self.action_space.bounds());
+            let step = setup.env.step(&sampled.action);
             self.episode_length += 1;
-            done = step.done() || self.episode_length >= self.max_episode_length;
+            done = step.done() || self.episode_length >= setup.max_episode_length;
             rollout.values.push(output.value);
             rollout.log_probs.push(sampled.log_prob);
             rollout.entropies.push(sampled.entropy);
             // Shaped for learning only; scores stay raw.
-            rollout.rewards.push(self.rewards.apply(step.reward));
+            rollout.rewards.push(setup.rewards.apply(step.reward));
             state = output.state;
             self.observation = step.observation;
-            self.counters.agent_steps.fetch_add(1, Ordering::Relaxed);
-            let frames = self.env.env_frames();
-            self.counters.env_frames.fetch_add(frames - self.frames_seen, Ordering::Relaxed);
+            setup.counters.agent_steps.fetch_add(1, Ordering::Relaxed);
+            let frames = setup.env.env_frames();
+            setup.counters.env_frames.fetch_add(frames - self.frames_seen, Ordering::Relaxed);
             self.frames_seen = frames;
             if done {
                 break;
@@ -239,15 +216,15 @@ impl Worker {
         }
         let bootstrap = if done {
             self.episode_length = 0;
-            self.observation = self.env.reset(None);
+            self.observation = setup.env.reset(None);
             0.0
         } else {
-            let input = Tensor::from_slice(&self.observation).view(batch_shape.as_slice());
+            let input = Tensor::from_slice(&self.observation).view(batch_shape);
             tch::no_grad(|| model.forward(&input, &state).value.double_value(&[0, 0]))
         };
         self.state = state.detached();
         self.done = done;
-        let loss = rollout.loss(bootstrap, &self.loss);
+        let loss = rollout.loss(bootstrap, &setup.loss);
         for parameter in local_parameters {
             let mut parameter = parameter.shallow_clone();
             parameter.zero_grad();
@@ -256,20 +233,20 @@ impl Worker {
         let gradients: Vec<Tensor> =
             local_parameters.iter().map(|parameter| parameter.grad()).collect();
         if is_finite(&loss.total, &gradients) {
-            self.optimizer.step(&self.shared_parameters, &gradients);
-            self.counters.updates.fetch_add(1, Ordering::Relaxed);
-            self.counters.consecutive_skips.store(0, Ordering::Relaxed);
+            setup.optimizer.step(&setup.shared_parameters, &gradients);
+            setup.counters.updates.fetch_add(1, Ordering::Relaxed);
+            setup.counters.consecutive_skips.store(0, Ordering::Relaxed);
             let steps = rollout.len() as f64;
             for (counter, term) in [
-                (&self.counters.last_policy_loss, &loss.policy),
-                (&self.counters.last_value_loss, &loss.value),
-                (&self.counters.last_entropy, &loss.entropy),
+                (&setup.counters.last_policy_loss, &loss.policy),
+                (&setup.counters.last_value_loss, &loss.value),
+                (&setup.counters.last_entropy, &loss.entropy),
             ] {
                 counter.store((term.double_value(&[]) / steps).to_bits(), Ordering::Relaxed);
             }
         } else {
-            self.counters.skipped_updates.fetch_add(1, Ordering::Relaxed);
-            let in_a_row = self.counters.consecutive_skips.fetch_add(1, Ordering::Relaxed) + 1;
+            setup.counters.skipped_updates.fetch_add(1, Ordering::Relaxed);
+            let in_a_row = setup.counters.consecutive_skips.fetch_add(1, Ordering::Relaxed) + 1;
             if in_a_row >= MAX_CONSECUTIVE_SKIPS {
                 return Err(Error::Training(format!(
                     "{in_a_row} updates in a row had a non-finite loss or gradient, so training stopped \
