@@ -161,6 +161,58 @@ fn first_line(text: &str) -> String {
     text.lines().next().unwrap_or("").to_string()
 }
 
+/// Model file extensions, in the order they are looked for: a3g's safetensors,
+/// then the names PyTorch users give `torch.save` files (the reference writes .dat).
+pub const MODEL_EXTENSIONS: [&str; 4] = ["safetensors", "dat", "pt", "pth"];
+
+/// The model file for `env` in `dir`: the first of `<env>.safetensors`, `.dat`,
+/// `.pt` and `.pth` that exists.
+pub fn find_model(dir: &Path, env: &str) -> Result<PathBuf> {
+    let stem = env.replace('/', "_");
+    MODEL_EXTENSIONS
+        .iter()
+        .map(|extension| dir.join(format!("{stem}.{extension}")))
+        .find(|path| path.is_file())
+        .ok_or_else(|| Error::NoCheckpoint {
+            dir: dir.to_path_buf(),
+            env: env.to_string(),
+            found: checkpoints_in(dir),
+        })
+}
+
+/// Reads a model's tensors from safetensors or, by any other extension, from a
+/// PyTorch `torch.save(state_dict)` file.
+pub fn read_model(path: &Path) -> Result<Vec<(String, Tensor)>> {
+    if path.extension().is_some_and(|extension| extension == "safetensors") {
+        read_tensors(path)
+    } else {
+        crate::torch_file::read_state_dict(path)
+    }
+}
+
+/// The sizes a checkpoint's tensors imply: the width of the layer before the heads
+/// (the LSTM's hidden size, or the MLP's), and whether the network has an LSTM.
+pub fn implied_architecture(path: &Path, tensors: &[(String, Tensor)]) -> Result<(i64, bool)> {
+    let critic = tensors.iter().find(|(name, _)| name == "critic_linear.weight");
+    let Some((_, critic)) = critic else {
+        return Err(Error::CheckpointMismatch {
+            path: path.to_path_buf(),
+            detail: "it has no tensor critic_linear.weight".into(),
+            advice: "it is not an actor-critic of the reference's layout",
+        });
+    };
+    let size = critic.size();
+    if size.len() != 2 || size[0] != 1 {
+        return Err(Error::CheckpointMismatch {
+            path: path.to_path_buf(),
+            detail: format!("critic_linear.weight is {size:?} there and [1, hidden size] here"),
+            advice: "it is not an actor-critic of the reference's layout",
+        });
+    }
+    let lstm = tensors.iter().any(|(name, _)| name == "lstm.weight_ih");
+    Ok((size[1], lstm))
+}
+
 /// Checkpoint files (by name) in `dir`, for the message when the wanted one is absent.
 pub fn checkpoints_in(dir: &Path) -> Vec<String> {
     let mut names: Vec<String> = fs::read_dir(dir)
@@ -169,7 +221,9 @@ pub fn checkpoints_in(dir: &Path) -> Vec<String> {
                 .filter_map(|entry| entry.ok())
                 .map(|entry| entry.file_name().to_string_lossy().into_owned())
                 .filter(|name| {
-                    [".safetensors", ".dat", ".pt", ".pth"].iter().any(|ext| name.ends_with(ext))
+                    MODEL_EXTENSIONS
+                        .iter()
+                        .any(|extension| name.ends_with(&format!(".{extension}")))
                         && !name.ends_with(".optimizer.safetensors")
                 })
                 .collect()

@@ -7,6 +7,8 @@ use std::time::Duration;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use serde::{Deserialize, Serialize};
 
+use crate::env::{CropTable, EnvOptions};
+
 /// Asynchronous advantage actor-critic (A3C) and its GPU-hybrid form A3G.
 ///
 /// Many workers, each with its own environment and a local copy of an LSTM
@@ -40,9 +42,9 @@ pub enum OptimizerName {
     RmsProp,
 }
 
-/// Flags of `a3g train`.
+/// The environment flags `a3g train` and `a3g eval` share.
 #[derive(Clone, Debug, Args, Serialize, Deserialize)]
-pub struct TrainArgs {
+pub struct EnvArgs {
     /// Environment id (`a3g envs` lists them).
     #[arg(long, default_value = "PongNoFrameskip-v4", help_heading = "Environment")]
     pub env: String,
@@ -56,6 +58,26 @@ pub struct TrainArgs {
     /// Agent steps after which an episode is cut.
     #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u32).range(1..), help_heading = "Environment")]
     pub max_episode_length: u32,
+}
+
+impl EnvArgs {
+    /// The environment settings these flags give, for an environment seeded `seed`.
+    pub fn options(&self, crops: &CropTable, seed: u64) -> EnvOptions {
+        EnvOptions {
+            seed,
+            max_episode_length: Some(self.max_episode_length),
+            skip_rate: self.skip_rate,
+            crops: crops.clone(),
+        }
+    }
+}
+
+/// Flags of `a3g train`.
+#[derive(Clone, Debug, Args, Serialize, Deserialize)]
+pub struct TrainArgs {
+    #[command(flatten)]
+    #[serde(flatten)]
+    pub environment: EnvArgs,
 
     /// Training threads, each with its own environment and model copy (default: the
     /// number of cores).
@@ -134,7 +156,8 @@ pub struct TrainArgs {
     /// Folder checkpoints are written to.
     #[arg(long, default_value = "trained_models", help_heading = "Checkpoints")]
     pub save_model_dir: PathBuf,
-    /// Save after a test game only when it matches or beats the best score so far.
+    /// Save after a test game only when it matches or beats the best score so far,
+    /// and keep that checkpoint at the end rather than the final weights.
     #[arg(long, help_heading = "Checkpoints")]
     pub save_max: bool,
     /// Folder of the test agent's game log (`<env>_log`).
@@ -202,8 +225,39 @@ fn positive_number(text: &str) -> Option<f64> {
 }
 
 /// Flags of `a3g eval`.
-#[derive(Debug, Args)]
-pub struct EvalArgs {}
+#[derive(Clone, Debug, Args, Serialize)]
+pub struct EvalArgs {
+    #[command(flatten)]
+    #[serde(flatten)]
+    pub environment: EnvArgs,
+    /// Games to play.
+    #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u32).range(1..))]
+    pub num_episodes: u32,
+    /// Random seed of the environment.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// GPU to run the model on; -1 runs it on the CPU.
+    #[arg(long, default_value_t = -1, allow_negative_numbers = true)]
+    pub gpu_id: i64,
+    /// Folder holding <env>.safetensors (a3g) or <env>.dat, .pt, .pth (PyTorch).
+    #[arg(long, default_value = "trained_models")]
+    pub load_model_dir: PathBuf,
+    /// Folder of the evaluation log (`<env>_mon_log`).
+    #[arg(long, default_value = "logs")]
+    pub log_dir: PathBuf,
+    /// Record games as animated GIFs (headless: the file is the render).
+    #[arg(long, help_heading = "Recording")]
+    pub render: bool,
+    /// With --render, record every K-th game, starting with the first.
+    #[arg(long, value_name = "K", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..), help_heading = "Recording")]
+    pub render_freq: u32,
+    /// Folder for the GIFs (default: <log-dir>/<env>_games).
+    #[arg(long, value_name = "DIR", help_heading = "Recording")]
+    pub record_dir: Option<PathBuf>,
+    /// Print the summary as one JSON object on stdout (the per-game lines go to stderr).
+    #[arg(long)]
+    pub json: bool,
+}
 
 /// Flags of `a3g envs`.
 #[derive(Debug, Args)]

@@ -6,14 +6,6 @@ use std::path::PathBuf;
 /// Everything `a3g` can fail with.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    /// A subcommand whose engine this version does not contain yet.
-    #[error("`a3g {command}` is not available in a3g {version} yet; see README.md for what this version does")]
-    NotAvailable {
-        /// The subcommand the user asked for.
-        command: &'static str,
-        /// This package's version.
-        version: &'static str,
-    },
     /// An environment id that a3g does not know.
     #[error("unknown environment id {id:?}; did you mean {}? `a3g envs` lists every id", suggestions.join(", "))]
     UnknownEnv {

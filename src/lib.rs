@@ -13,7 +13,10 @@
 //! - [`worker`]: workers (environment, LSTM state, rollouts) and the training threads
 //!   that take them in turn; [`tester`]: the test agent's thread.
 //! - [`train`]: `a3g train`, which starts, watches and stops them; [`stop`]: how.
-//! - [`checkpoint`]: saving and loading models, statistics and counters.
+//! - [`checkpoint`]: saving and loading models, statistics and counters;
+//!   [`torch_file`]: reading PyTorch's `torch.save` state dicts.
+//! - [`eval`]: `a3g eval`, the evaluation over many games; [`gif`]: its recordings;
+//!   [`game_log`]: the per-game logs of train and eval; [`device`]: `--gpu-id`.
 //!
 //! # Terminology
 //!
@@ -24,14 +27,19 @@
 pub mod agent;
 pub mod checkpoint;
 pub mod cli;
+pub mod device;
 pub mod env;
 pub mod envs;
 pub mod error;
+pub mod eval;
+pub mod game_log;
+pub mod gif;
 pub mod model;
 pub mod rollout;
 pub mod shared_optim;
 pub mod stop;
 pub mod tester;
+pub mod torch_file;
 pub mod train;
 pub mod worker;
 
@@ -41,10 +49,9 @@ use cli::{Cli, Command};
 
 /// Runs the subcommand the user asked for.
 pub fn run(cli: Cli) -> Result<()> {
-    let command = match cli.command {
-        Command::Train(args) => return train::run(&args),
-        Command::Eval(_) => "eval",
-        Command::Envs(args) => return envs::run(&args),
-    };
-    Err(Error::NotAvailable { command, version: env!("CARGO_PKG_VERSION") })
+    match cli.command {
+        Command::Train(args) => train::run(&args),
+        Command::Eval(args) => eval::run(&args),
+        Command::Envs(args) => envs::run(&args),
+    }
 }

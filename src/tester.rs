@@ -8,12 +8,13 @@ use tch::{nn, Device, Tensor};
 
 use crate::agent;
 use crate::env::Env;
+use crate::error::Result;
 use crate::model::{ActorCritic, LstmState, ModelSpec};
 use crate::stop::Stop;
 use crate::worker::pull;
 
 /// One finished test game.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Debug)]
 pub struct EpisodeStats {
     /// Raw game score (unclipped, summed over all lives).
     pub reward: f64,
@@ -21,37 +22,53 @@ pub struct EpisodeStats {
     pub length: u64,
     /// When the game ended, since training started.
     pub finished_at: std::time::Duration,
+    /// Copies of the weights that played it, in the model's parameter order: what a
+    /// checkpoint saved for this game holds, as in the reference, whose test agent
+    /// saves its own model rather than the shared one that has moved on since.
+    pub weights: Vec<Tensor>,
 }
 
-/// Plays one greedy game with `model`; `None` if a stop came first.
+/// Plays one greedy game with `model` (on `device`), as the reference's test agent
+/// does: a lost life resets the environment and the LSTM state and play goes on,
+/// so the score and length are the whole game's. `after_each_step` sees the
+/// environment after the reset and after every step (to record it). Returns `None`
+/// if a stop came first.
 pub fn play_greedy_game(
     env: &mut dyn Env,
     model: &ActorCritic,
+    device: Device,
     max_episode_length: u32,
     stop: Option<&Stop>,
-) -> Option<(f64, u64)> {
+    mut after_each_step: impl FnMut(&mut dyn Env) -> Result<()>,
+) -> Result<Option<(f64, u64)>> {
     let spec = model.spec().clone();
     // A copy, so its bounds stay borrowable while the environment is stepped.
     let action_space = env.action_space().clone();
     let mut batch_shape = vec![1i64];
     batch_shape.extend_from_slice(env.observation_shape());
     let mut observation = env.reset(None);
-    let mut state = LstmState::zeros(&spec, Device::Cpu);
+    after_each_step(env)?;
+    let mut state = LstmState::zeros(&spec, device);
     let (mut reward, mut length) = (0.0, 0u64);
     tch::no_grad(|| loop {
         if stop.is_some_and(|stop| length % 64 == 0 && stop.requested()) {
-            return None;
+            return Ok(None);
         }
-        let input = Tensor::from_slice(&observation).view(batch_shape.as_slice());
+        let input = Tensor::from_slice(&observation).view(batch_shape.as_slice()).to_device(device);
         let output = model.forward(&input, &state);
         let step = env.step(&agent::greedy(&output.policy, action_space.bounds()));
         reward += f64::from(step.reward);
         length += 1;
         state = output.state;
-        let done = step.done();
+        let game_over = step.game_over();
         observation = step.observation;
-        if done || length >= u64::from(max_episode_length) {
-            return Some((reward, length));
+        if step.life_lost {
+            observation = env.reset(None);
+            state = LstmState::zeros(&spec, device);
+        }
+        after_each_step(env)?;
+        if game_over || length >= u64::from(max_episode_length) {
+            return Ok(Some((reward, length)));
         }
     })
 }
@@ -73,12 +90,18 @@ pub fn run(
         model.parameters().iter().map(|(_, tensor)| tensor.shallow_clone()).collect();
     while !stop.requested() {
         pull(&shared_parameters, &local);
-        let Some((reward, length)) =
-            play_greedy_game(env.as_mut(), &model, max_episode_length, Some(&stop))
-        else {
-            break;
-        };
-        if results.send(EpisodeStats { reward, length, finished_at: started.elapsed() }).is_err() {
+        let played = play_greedy_game(
+            env.as_mut(),
+            &model,
+            Device::Cpu,
+            max_episode_length,
+            Some(&stop),
+            |_| Ok(()),
+        );
+        let Ok(Some((reward, length))) = played else { break };
+        let weights = tch::no_grad(|| local.iter().map(Tensor::copy).collect());
+        let game = EpisodeStats { reward, length, finished_at: started.elapsed(), weights };
+        if results.send(game).is_err() {
             break;
         }
     }

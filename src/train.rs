@@ -3,7 +3,6 @@
 //! budgets, signals), then stop them all and write the final checkpoint.
 
 use std::collections::VecDeque;
-use std::fs::{self, File};
 use std::io::Write;
 use std::panic::{self, AssertUnwindSafe};
 use std::path::PathBuf;
@@ -17,8 +16,9 @@ use tch::{nn, Device, Tensor};
 
 use crate::checkpoint::{self, Counters as SavedCounters, Sidecar};
 use crate::cli::{OptimizerName, TrainArgs};
-use crate::env::{self, CropTable, EnvOptions};
+use crate::env::{self, CropTable};
 use crate::error::{Error, Result};
+use crate::game_log;
 use crate::model::{ActorCritic, ModelSpec};
 use crate::rollout::{LossConfig, RewardShaping};
 use crate::shared_optim::{OptimizerKind, SharedOptimizer};
@@ -47,20 +47,14 @@ pub fn run(args: &TrainArgs) -> Result<()> {
              so each collects experience more slowly"
         );
     }
-    let crops = CropTable::from_flag(args.env_config.as_deref())?;
-    let env_options = |seed: u64, episodic_life: bool| EnvOptions {
-        seed,
-        max_episode_length: Some(args.max_episode_length),
-        skip_rate: args.skip_rate,
-        crops: crops.clone(),
-        episodic_life,
-    };
+    let crops = CropTable::from_flag(args.environment.env_config.as_deref())?;
+    let env_options = |seed: u64| args.environment.options(&crops, seed);
     // Every environment is made before any thread starts, so a bad id or crop file
     // is reported before training begins.
     let envs = (0..workers)
-        .map(|rank| env::make(&args.env, &env_options(args.seed + rank as u64, true)))
+        .map(|rank| env::make(&args.environment.env, &env_options(args.seed + rank as u64)))
         .collect::<Result<Vec<_>>>()?;
-    let test_env = env::make(&args.env, &env_options(args.seed + workers as u64, false))?;
+    let test_env = env::make(&args.environment.env, &env_options(args.seed + workers as u64))?;
     let spec = ModelSpec::for_env(
         test_env.observation_shape(),
         test_env.action_space(),
@@ -87,8 +81,8 @@ pub fn run(args: &TrainArgs) -> Result<()> {
         resumed = resume(args, optimizer_kind, &shared_model, &optimizer)?;
     }
 
-    let log_path = args.log_dir.join(format!("{}_log", args.env.replace('/', "_")));
-    let mut log = open_log(&log_path, args)?;
+    let log_path = args.log_dir.join(format!("{}_log", args.environment.env.replace('/', "_")));
+    let mut log = game_log::create(&log_path, args)?;
     stop::catch_signals();
     let stop = Stop::default();
     let counters = Arc::new(Counters::default());
@@ -121,7 +115,7 @@ pub fn run(args: &TrainArgs) -> Result<()> {
                 SharedOptimizer::new(optimizer_kind, args.lr, &shared_parameters())
             },
             num_steps,
-            max_episode_length: args.max_episode_length,
+            max_episode_length: args.environment.max_episode_length,
             loss,
             rewards: RewardShaping { scale: args.reward_scale, clip: args.reward_clip.0 },
             seed: args.seed + rank as u64,
@@ -150,14 +144,14 @@ pub fn run(args: &TrainArgs) -> Result<()> {
             })
             .map_err(|source| Error::Io {
                 action: "start a training thread for",
-                path: PathBuf::from(&args.env),
+                path: PathBuf::from(&args.environment.env),
                 source,
             })?;
         handles.push(handle);
     }
     let tester_handle = {
         let (spec, parameters, stop, length) =
-            (spec.clone(), shared_parameters(), stop.clone(), args.max_episode_length);
+            (spec.clone(), shared_parameters(), stop.clone(), args.environment.max_episode_length);
         thread::Builder::new()
             .name("test agent".into())
             .spawn(move || {
@@ -165,14 +159,14 @@ pub fn run(args: &TrainArgs) -> Result<()> {
             })
             .map_err(|source| Error::Io {
                 action: "start the test agent for",
-                path: PathBuf::from(&args.env),
+                path: PathBuf::from(&args.environment.env),
                 source,
             })?
     };
 
     let checkpoint_for = |counters: &Counters, test_games: u64| Sidecar {
         a3g_version: env!("CARGO_PKG_VERSION").to_string(),
-        env: args.env.clone(),
+        env: args.environment.env.clone(),
         model: spec.clone(),
         optimizer: optimizer_kind,
         counters: SavedCounters {
@@ -183,17 +177,18 @@ pub fn run(args: &TrainArgs) -> Result<()> {
         },
         args: serde_json::to_value(args).expect("arguments serialise"),
     };
-    let save = |test_games: u64| -> Result<()> {
+    let save = |test_games: u64, model: &[(String, Tensor)]| -> Result<()> {
         checkpoint::save(
             &args.save_model_dir,
             &checkpoint_for(&counters, test_games),
-            shared_model.parameters(),
+            model,
             &optimizer.named_statistics(&parameter_names),
         )
     };
 
     let mut recent: VecDeque<f64> = VecDeque::with_capacity(MEAN_WINDOW);
     let mut best = f64::NEG_INFINITY;
+    let mut saved_best = false;
     let mut test_games = resumed.test_games;
     let status_interval = Duration::from_secs_f64(args.status_interval.max(0.1));
     let mut status = StatusClock::new(started, &counters);
@@ -207,12 +202,7 @@ pub fn run(args: &TrainArgs) -> Result<()> {
                 }
                 recent.push_back(game.reward);
                 let mean = recent.iter().sum::<f64>() / recent.len() as f64;
-                let line = format!(
-                    "Time {}, episode reward {}, episode length {}, reward mean {mean:.4}",
-                    clock(game.finished_at),
-                    game.reward,
-                    game.length
-                );
+                let line = game_log::game_line(game.finished_at, game.reward, game.length, mean);
                 println!("{line}");
                 if let Err(err) = writeln!(log, "{line}") {
                     monitor_error = Some(Error::Io {
@@ -223,7 +213,10 @@ pub fn run(args: &TrainArgs) -> Result<()> {
                     stop.request(StopReason::Failure("cannot write the log".into()));
                 }
                 if !args.save_max || game.reward >= best {
-                    if let Err(err) = save(test_games) {
+                    let played: Vec<(String, Tensor)> =
+                        parameter_names.iter().cloned().zip(game.weights).collect();
+                    saved_best = true;
+                    if let Err(err) = save(test_games, &played) {
                         monitor_error = Some(err);
                         stop.request(StopReason::Failure("cannot write the checkpoint".into()));
                     }
@@ -272,7 +265,11 @@ pub fn run(args: &TrainArgs) -> Result<()> {
     if let Some(message) = failure {
         return Err(Error::Training(message));
     }
-    save(test_games)?;
+    // The latest weights are kept for --load to resume from, unless --save-max
+    // already wrote the best game's weights, which they would overwrite.
+    if !(args.save_max && saved_best) {
+        save(test_games, shared_model.parameters())?;
+    }
     let reason = match stop.reason() {
         Some(StopReason::StepBudget) => "reached --max-steps",
         Some(StopReason::TimeBudget) => "reached --max-time",
@@ -281,15 +278,21 @@ pub fn run(args: &TrainArgs) -> Result<()> {
         _ => "stopped",
     };
     println!("{}", status.line(&counters));
-    println!(
-        "{reason}: saved {} after {} agent steps",
-        checkpoint::CheckpointFiles::new(&args.save_model_dir, &args.env).model.display(),
-        counters.agent_steps.load(Ordering::Relaxed)
-    );
+    let model_file =
+        checkpoint::CheckpointFiles::new(&args.save_model_dir, &args.environment.env).model;
+    let steps = counters.agent_steps.load(Ordering::Relaxed);
+    if args.save_max && saved_best {
+        println!(
+            "{reason} after {steps} agent steps: {} holds the best test game's weights (score {best})",
+            model_file.display()
+        );
+    } else {
+        println!("{reason}: saved {} after {steps} agent steps", model_file.display());
+    }
     Ok(())
 }
 
-/// Loads the checkpoint of `args.env` from --load-model-dir into the shared model
+/// Loads the checkpoint of `--env` from --load-model-dir into the shared model
 /// and optimizer; returns the counters to continue from.
 fn resume(
     args: &TrainArgs,
@@ -297,13 +300,13 @@ fn resume(
     model: &ActorCritic,
     optimizer: &SharedOptimizer,
 ) -> Result<SavedCounters> {
-    let loaded = checkpoint::load(&args.load_model_dir, &args.env)?;
-    if loaded.sidecar.env != args.env {
+    let loaded = checkpoint::load(&args.load_model_dir, &args.environment.env)?;
+    if loaded.sidecar.env != args.environment.env {
         return Err(Error::CheckpointMismatch {
             path: loaded.files.sidecar.clone(),
             detail: format!(
                 "it was trained on {} and this run is {}",
-                loaded.sidecar.env, args.env
+                loaded.sidecar.env, args.environment.env
             ),
             advice: "pass the --env it was trained on",
         });
@@ -327,28 +330,6 @@ fn resume(
         loaded.sidecar.counters.agent_steps
     );
     Ok(loaded.sidecar.counters)
-}
-
-/// Creates the log file, starting with the run's arguments as the reference does.
-fn open_log(path: &PathBuf, args: &TrainArgs) -> Result<File> {
-    let io = |action, source| Error::Io { action, path: path.clone(), source };
-    if let Some(dir) = path.parent() {
-        fs::create_dir_all(dir).map_err(|source| io("create the log folder for", source))?;
-    }
-    let mut file = File::create(path).map_err(|source| io("create the log", source))?;
-    let arguments = serde_json::to_value(args).expect("arguments serialise");
-    if let Some(map) = arguments.as_object() {
-        for (key, value) in map {
-            writeln!(file, "{key}: {value}").map_err(|source| io("write the log", source))?;
-        }
-    }
-    Ok(file)
-}
-
-/// `00h 01m 23s`, as the reference prints elapsed time.
-fn clock(elapsed: Duration) -> String {
-    let seconds = elapsed.as_secs();
-    format!("{:02}h {:02}m {:02}s", seconds / 3600, seconds / 60 % 60, seconds % 60)
 }
 
 /// Rates between status lines.
@@ -387,7 +368,7 @@ impl StatusClock {
         let line = format!(
             "[{}] agent steps {steps}, emulator frames {frames}, {:.0} steps/s, {:.0} frames/s, {:.1} updates/s, \
              skipped updates {}, policy loss {:.4}, value loss {:.4}, entropy {:.4}",
-            clock(self.started.elapsed()),
+            game_log::clock(self.started.elapsed()),
             (steps - self.last_steps) as f64 / seconds,
             (frames - self.last_frames) as f64 / seconds,
             (updates - self.last_updates) as f64 / seconds,

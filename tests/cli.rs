@@ -31,14 +31,6 @@ fn subcommands_have_help() {
     }
 }
 
-/// A subcommand this version cannot run yet says so on one line and exits non-zero.
-#[test]
-fn unavailable_subcommand_is_one_line_error() {
-    let scratch = Scratch::new("unavailable");
-    let line = assert_one_line_error(&scratch.a3g(&["eval"]));
-    assert!(line.contains("a3g eval"), "{line}");
-}
-
 /// An unknown flag is a usage error from clap: exit code 2, the flag named, no panic.
 #[test]
 fn unknown_flag_is_usage_error() {

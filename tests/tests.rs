@@ -4,5 +4,6 @@ mod util;
 
 mod cli;
 mod envs;
+mod eval;
 mod runtime;
 mod train;

@@ -21,7 +21,7 @@ use super::wrappers::{
     preprocess, EpisodicLife, FireReset, FrameEnv, FrameStep, MaxAndSkip, NoopReset,
     RunningNormalizer, OBSERVATION_SIDE,
 };
-use super::{Action, ActionSpace, Env, EnvOptions, Step};
+use super::{Action, ActionSpace, Env, EnvOptions, Frame, Step};
 use crate::error::{Error, Result};
 
 /// ALE 0.6 fills static tables on first construction without synchronisation, so
@@ -484,6 +484,7 @@ impl FrameEnv for AtariGame {
             terminated,
             truncated: frame_limit_hit || step_limit_hit,
             lives: self.emulator.lives(),
+            life_lost: false,
         }
     }
 
@@ -504,6 +505,10 @@ impl FrameEnv for AtariGame {
     fn env_frames(&self) -> u64 {
         self.env_frames
     }
+
+    fn screen(&mut self) -> Vec<u8> {
+        self.emulator.screen_rgb_vec()
+    }
 }
 
 /// An Atari id as the trainer sees it: the reference's wrapper stack over
@@ -515,7 +520,13 @@ pub struct AtariEnv {
     normalizer: RunningNormalizer,
     action_space: ActionSpace,
     observation_shape: Vec<i64>,
+    /// (width, height) of the console's screen.
+    screen_size: (u16, u16),
+    step_seconds: f64,
 }
+
+/// The console's frame rate (NTSC).
+const FRAMES_PER_SECOND: f64 = 60.0;
 
 /// Makes the environment for a parsed Atari id.
 pub fn make(id: AtariId, options: &EnvOptions) -> Result<Box<dyn Env>> {
@@ -530,15 +541,20 @@ pub fn make(id: AtariId, options: &EnvOptions) -> Result<Box<dyn Env>> {
         |steps: u32| if no_frameskip { steps.saturating_mul(options.skip_rate) } else { steps };
     let game = AtariGame::new(&id, options.seed, options.max_episode_length.map(layer_steps))?;
     let action_count = game.minimal_actions().len();
+    let (screen_height, screen_width) = game.emulator.screen_shape();
+    let frames_per_step = match id.family.frameskip {
+        _ if no_frameskip => f64::from(options.skip_rate),
+        Frameskip::Fixed(frames) => f64::from(frames),
+        // Gym's stochastic skip draws 2, 3 or 4 frames.
+        Frameskip::Random => 3.0,
+    };
     let has_fire = game.minimal_actions().get(1) == Some(&ALE_FIRE);
     let mut stack: Box<dyn FrameEnv> = Box::new(game);
     if no_frameskip {
         stack = Box::new(NoopReset::new(stack, 30, options.seed));
         stack = Box::new(MaxAndSkip::new(stack, options.skip_rate));
     }
-    if options.episodic_life {
-        stack = Box::new(EpisodicLife::new(stack));
-    }
+    stack = Box::new(EpisodicLife::new(stack));
     if has_fire {
         stack = Box::new(FireReset::new(stack));
     }
@@ -550,6 +566,8 @@ pub fn make(id: AtariId, options: &EnvOptions) -> Result<Box<dyn Env>> {
         normalizer: RunningNormalizer::default(),
         action_space: ActionSpace::Discrete { n: action_count },
         observation_shape: vec![1, side, side],
+        screen_size: (screen_width as u16, screen_height as u16),
+        step_seconds: frames_per_step / FRAMES_PER_SECOND,
     }))
 }
 
@@ -598,11 +616,22 @@ impl Env for AtariEnv {
             terminated: step.terminated,
             truncated: step.truncated,
             lives: step.lives,
+            life_lost: step.life_lost,
         }
     }
 
     fn env_frames(&self) -> u64 {
         self.stack.env_frames()
+    }
+
+    fn render(&mut self) -> Frame {
+        let (width, height) = self.screen_size;
+        Frame::from_rgb(width, height, &self.stack.screen())
+            .expect("the console's NTSC palette has 128 colours")
+    }
+
+    fn step_seconds(&self) -> f64 {
+        self.step_seconds
     }
 }
 

@@ -8,8 +8,9 @@
 
 use std::f64::consts::PI;
 
+use super::draw::{Canvas, FLAG, INK, JOINT, POLE, ROD};
 use super::rng::Rng;
-use super::{Action, ActionSpace, Env, Step};
+use super::{Action, ActionSpace, Env, Frame, Step};
 
 /// The classic-control ids with their Gym step limits.
 pub const IDS: [(&str, u32); 6] = [
@@ -29,6 +30,10 @@ trait Dynamics: Send {
     /// Applies one action; returns the reward and whether the episode terminated.
     fn step(&mut self, action: &Action) -> (f32, bool);
     fn observation(&self) -> Vec<f32>;
+    /// A picture of the state, for recordings.
+    fn draw(&self) -> Frame;
+    /// Simulated time per step, in seconds.
+    fn step_seconds(&self) -> f64;
 }
 
 /// Creates the classic-control task `id`, or `None` if `id` is not one.
@@ -100,11 +105,20 @@ impl Env for ClassicEnv {
             terminated,
             truncated: self.elapsed_steps >= self.max_episode_steps,
             lives: 0,
+            life_lost: false,
         }
     }
 
     fn env_frames(&self) -> u64 {
         self.physics_steps
+    }
+
+    fn render(&mut self) -> Frame {
+        self.dynamics.draw()
+    }
+
+    fn step_seconds(&self) -> f64 {
+        self.dynamics.step_seconds()
     }
 }
 
@@ -179,6 +193,26 @@ impl Dynamics for CartPole {
 
     fn observation(&self) -> Vec<f32> {
         self.state.iter().map(|&v| v as f32).collect()
+    }
+
+    fn draw(&self) -> Frame {
+        // Gym's layout at half its size: the track spans the cart's allowed range.
+        let mut canvas = Canvas::new(300, 200);
+        let scale = canvas.width() / (2.0 * Self::X_LIMIT);
+        let [x, _, theta, _] = self.state;
+        let (cart_x, track_y) = (canvas.width() / 2.0 + x * scale, canvas.height() - 50.0);
+        canvas.line((0.0, track_y), (canvas.width(), track_y), 1.0, INK);
+        canvas.rect((cart_x - 12.5, track_y - 7.5), (cart_x + 12.5, track_y + 7.5), INK);
+        let axle = (cart_x, track_y - 2.5);
+        let pole_length = 2.0 * Self::LENGTH * scale;
+        let tip = (axle.0 + pole_length * theta.sin(), axle.1 - pole_length * theta.cos());
+        canvas.line(axle, tip, 5.0, POLE);
+        canvas.disc(axle, 2.5, JOINT);
+        canvas.into_frame()
+    }
+
+    fn step_seconds(&self) -> f64 {
+        Self::TAU
     }
 }
 
@@ -285,6 +319,29 @@ impl Dynamics for Acrobot {
             .map(|&v| v as f32)
             .collect()
     }
+
+    fn draw(&self) -> Frame {
+        let mut canvas = Canvas::new(200, 200);
+        let scale = canvas.width() / 4.4;
+        let center = (canvas.width() / 2.0, canvas.height() / 2.0);
+        let [theta1, theta2, ..] = self.state;
+        let point = |from: (f64, f64), angle: f64| {
+            (from.0 + scale * angle.sin(), from.1 + scale * angle.cos())
+        };
+        let target_y = center.1 - scale * 1.0;
+        canvas.line((0.0, target_y), (canvas.width(), target_y), 1.0, INK);
+        let elbow = point(center, theta1);
+        let hand = point(elbow, theta1 + theta2);
+        canvas.line(center, elbow, 8.0, INK);
+        canvas.line(elbow, hand, 8.0, INK);
+        canvas.disc(center, 4.0, JOINT);
+        canvas.disc(elbow, 4.0, JOINT);
+        canvas.into_frame()
+    }
+
+    fn step_seconds(&self) -> f64 {
+        Self::DT
+    }
 }
 
 /// Shared by both mountain-car tasks: the track's bounds and the inelastic left wall.
@@ -299,6 +356,33 @@ fn move_car(position: &mut f64, velocity: &mut f64) {
     if *position == CAR_MIN_POSITION && *velocity < 0.0 {
         *velocity = 0.0;
     }
+}
+
+/// The mountain cars' dynamics have no time unit; recordings play at Gym's 30 Hz.
+const MOUNTAIN_CAR_STEP_SECONDS: f64 = 1.0 / 30.0;
+
+/// The hill (Gym's height 0.45 sin(3x) + 0.55), the car on it and the goal flag.
+fn draw_mountain_car(position: f64, goal: f64) -> Frame {
+    let mut canvas = Canvas::new(300, 200);
+    let scale = canvas.width() / (CAR_MAX_POSITION - CAR_MIN_POSITION);
+    let ground = canvas.height() - 10.0;
+    let to_pixels = |x: f64| {
+        let height = 0.45 * (3.0 * x).sin() + 0.55;
+        ((x - CAR_MIN_POSITION) * scale, ground - height * scale)
+    };
+    let samples = 100;
+    for step in 0..samples {
+        let along = |step: usize| {
+            CAR_MIN_POSITION + (CAR_MAX_POSITION - CAR_MIN_POSITION) * step as f64 / samples as f64
+        };
+        canvas.line(to_pixels(along(step)), to_pixels(along(step + 1)), 2.0, INK);
+    }
+    let flag = to_pixels(goal);
+    canvas.line(flag, (flag.0, flag.1 - 30.0), 2.0, INK);
+    canvas.rect((flag.0, flag.1 - 30.0), (flag.0 + 15.0, flag.1 - 22.0), FLAG);
+    let car = to_pixels(position);
+    canvas.disc((car.0, car.1 - 8.0), 8.0, JOINT);
+    canvas.into_frame()
 }
 
 /// Gym's MountainCar: push left, nothing or right; -1 per step until the flag at 0.5.
@@ -332,6 +416,14 @@ impl Dynamics for MountainCar {
 
     fn observation(&self) -> Vec<f32> {
         vec![self.position as f32, self.velocity as f32]
+    }
+
+    fn draw(&self) -> Frame {
+        draw_mountain_car(self.position, 0.5)
+    }
+
+    fn step_seconds(&self) -> f64 {
+        MOUNTAIN_CAR_STEP_SECONDS
     }
 }
 
@@ -369,6 +461,14 @@ impl Dynamics for MountainCarContinuous {
 
     fn observation(&self) -> Vec<f32> {
         vec![self.position as f32, self.velocity as f32]
+    }
+
+    fn draw(&self) -> Frame {
+        draw_mountain_car(self.position, 0.45)
+    }
+
+    fn step_seconds(&self) -> f64 {
+        MOUNTAIN_CAR_STEP_SECONDS
     }
 }
 
@@ -426,6 +526,21 @@ impl Dynamics for Pendulum {
 
     fn observation(&self) -> Vec<f32> {
         vec![self.theta.cos() as f32, self.theta.sin() as f32, self.theta_dot as f32]
+    }
+
+    fn draw(&self) -> Frame {
+        let mut canvas = Canvas::new(200, 200);
+        let center = (canvas.width() / 2.0, canvas.height() / 2.0);
+        let length = 0.4 * canvas.width();
+        // Upright at theta 0, turning counter-clockwise as theta grows.
+        let tip = (center.0 - length * self.theta.sin(), center.1 - length * self.theta.cos());
+        canvas.line(center, tip, 16.0, ROD);
+        canvas.disc(center, 4.0, JOINT);
+        canvas.into_frame()
+    }
+
+    fn step_seconds(&self) -> f64 {
+        Self::DT
     }
 }
 

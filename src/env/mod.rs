@@ -5,6 +5,7 @@
 pub mod atari;
 pub mod classic;
 pub mod crop;
+pub mod draw;
 pub mod rng;
 pub mod wrappers;
 
@@ -54,18 +55,25 @@ pub struct Step {
     pub observation: Vec<f32>,
     /// The raw reward (for Atari, the game score summed over skipped frames).
     pub reward: f32,
-    /// The episode ended by the task's own rules (for Atari in training, also a lost life).
+    /// The episode ended by the task's own rules (for Atari, also at a lost life).
     pub terminated: bool,
     /// The episode was cut by a step or frame limit.
     pub truncated: bool,
     /// Lives left (Atari), 0 where the task has none.
     pub lives: i32,
+    /// The episode ended at a lost life: the game goes on after the next reset.
+    pub life_lost: bool,
 }
 
 impl Step {
     /// Whether the episode is over, by either rule.
     pub fn done(&self) -> bool {
         self.terminated || self.truncated
+    }
+
+    /// Whether the whole game is over: done, and not merely at a lost life.
+    pub fn game_over(&self) -> bool {
+        self.done() && !self.life_lost
     }
 }
 
@@ -83,6 +91,42 @@ pub trait Env: Send {
     fn step(&mut self, action: &Action) -> Step;
     /// Emulator frames (Atari) or physics steps (classic control) since creation.
     fn env_frames(&self) -> u64;
+    /// A picture of the current state: the game screen, or a drawn scene.
+    fn render(&mut self) -> Frame;
+    /// Game time one agent step stands for, in seconds, for recordings' pace.
+    fn step_seconds(&self) -> f64;
+}
+
+/// A picture for recordings: palette indices row by row, at most 256 colours.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Frame {
+    pub width: u16,
+    pub height: u16,
+    pub palette: Vec<[u8; 3]>,
+    pub pixels: Vec<u8>,
+}
+
+impl Frame {
+    /// Indexes an RGB image (3 bytes a pixel); `None` if it has over 256 colours.
+    pub fn from_rgb(width: u16, height: u16, rgb: &[u8]) -> Option<Frame> {
+        let mut palette: Vec<[u8; 3]> = Vec::new();
+        let mut indices: std::collections::HashMap<[u8; 3], u8> = Default::default();
+        let mut pixels = Vec::with_capacity(rgb.len() / 3);
+        for pixel in rgb.chunks_exact(3) {
+            let color = [pixel[0], pixel[1], pixel[2]];
+            let index = match indices.get(&color) {
+                Some(&index) => index,
+                None => {
+                    let index = u8::try_from(palette.len()).ok()?;
+                    palette.push(color);
+                    indices.insert(color, index);
+                    index
+                }
+            };
+            pixels.push(index);
+        }
+        Some(Frame { width, height, palette, pixels })
+    }
 }
 
 /// Settings for [`make`]; Atari ones are ignored by classic control.
@@ -99,20 +143,11 @@ pub struct EnvOptions {
     pub skip_rate: u32,
     /// Per-game crop rows (`--env-config`, parsed once by [`CropTable::from_flag`]).
     pub crops: CropTable,
-    /// Whether a lost life ends the episode (training); off, only game over does
-    /// (testing and evaluation, whose scores are whole games).
-    pub episodic_life: bool,
 }
 
 impl Default for EnvOptions {
     fn default() -> Self {
-        EnvOptions {
-            seed: 1,
-            max_episode_length: None,
-            skip_rate: 4,
-            crops: CropTable::built_in(),
-            episodic_life: true,
-        }
+        EnvOptions { seed: 1, max_episode_length: None, skip_rate: 4, crops: CropTable::built_in() }
     }
 }
 

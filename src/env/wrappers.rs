@@ -26,6 +26,8 @@ pub struct FrameStep {
     pub truncated: bool,
     /// Lives left after the step.
     pub lives: i32,
+    /// [`EpisodicLife`] ended the episode at a lost life; the game goes on.
+    pub life_lost: bool,
 }
 
 impl FrameStep {
@@ -47,6 +49,8 @@ pub trait FrameEnv: Send {
     fn reseed(&mut self, seed: u64);
     /// Emulator frames played since creation.
     fn env_frames(&self) -> u64;
+    /// The screen as the console shows it now, RGB, for recordings.
+    fn screen(&mut self) -> Vec<u8>;
 }
 
 /// Forwards the queries that a wrapper leaves to the environment it wraps.
@@ -57,6 +61,9 @@ macro_rules! delegate_queries {
         }
         fn env_frames(&self) -> u64 {
             self.inner.env_frames()
+        }
+        fn screen(&mut self) -> Vec<u8> {
+            self.inner.screen()
         }
     };
 }
@@ -197,8 +204,9 @@ impl FrameEnv for EpisodicLife {
         self.was_real_done = step.done();
         // Some games (Qbert) sit at zero lives for a few frames before game over; only
         // a drop to a positive count is a lost life, so the episode ends once.
-        if step.lives < self.lives && step.lives > 0 {
+        if step.lives < self.lives && step.lives > 0 && !self.was_real_done {
             step.terminated = true;
+            step.life_lost = true;
         }
         self.lives = step.lives;
         step
@@ -487,6 +495,7 @@ mod tests {
                 terminated: self.position >= self.frames.len(),
                 truncated: false,
                 lives: self.lives[index],
+                life_lost: false,
             }
         }
 
@@ -505,6 +514,10 @@ mod tests {
 
         fn env_frames(&self) -> u64 {
             self.position as u64
+        }
+
+        fn screen(&mut self) -> Vec<u8> {
+            self.frames[self.position.saturating_sub(1).min(self.frames.len() - 1)].clone()
         }
     }
 
@@ -603,13 +616,15 @@ mod tests {
         let mut env = EpisodicLife::new(game);
         env.reset();
         assert!(!env.step(4).terminated);
-        assert!(env.step(4).terminated, "3 -> 2 lives ends the episode");
+        let lost = env.step(4);
+        assert!(lost.terminated && lost.life_lost, "3 -> 2 lives ends the episode");
         assert_eq!(env.reset(), vec![3], "reset after a lost life plays a no-op");
-        assert!(env.step(4).terminated, "2 -> 1 lives");
+        assert!(env.step(4).life_lost, "2 -> 1 lives");
         env.reset();
         // Step 5: 1 -> 0 lives is not counted; step 6 is the real game over.
         let _ = env.step(4);
-        assert!(env.step(4).terminated);
+        let over = env.step(4);
+        assert!(over.terminated && !over.life_lost);
         env.reset();
         assert_eq!(
             taken(&calls),

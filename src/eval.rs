@@ -1,0 +1,215 @@
+//! `a3g eval`: the reference's 100-episode evaluation. Loads a saved model (a3g's
+//! safetensors or a PyTorch `torch.save` state dict), plays greedy games, logs each
+//! one, records some as GIFs if asked, and ends with a summary.
+
+use std::fs;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+use tch::nn;
+
+use crate::checkpoint::{self, Sidecar};
+use crate::cli::EvalArgs;
+use crate::device;
+use crate::env::{self, CropTable, Env};
+use crate::error::{Error, Result};
+use crate::game_log;
+use crate::gif::GifWriter;
+use crate::model::{ActorCritic, ModelSpec};
+use crate::tester::play_greedy_game;
+
+/// What `--json` prints: the evaluation's summary and every game's score.
+#[derive(Debug, Serialize)]
+pub struct Summary {
+    pub env: String,
+    pub checkpoint: PathBuf,
+    pub episodes: usize,
+    pub mean: f64,
+    /// Population standard deviation of the scores.
+    pub std: f64,
+    pub min: f64,
+    pub max: f64,
+    pub mean_length: f64,
+    pub wall_seconds: f64,
+    pub rewards: Vec<f64>,
+    pub lengths: Vec<u64>,
+    /// GIFs written by --render.
+    pub recordings: Vec<PathBuf>,
+}
+
+/// Runs `a3g eval`.
+pub fn run(args: &EvalArgs) -> Result<()> {
+    let device = device::select(args.gpu_id)?;
+    let env_id = &args.environment.env;
+    let crops = CropTable::from_flag(args.environment.env_config.as_deref())?;
+    let mut env = env::make(env_id, &args.environment.options(&crops, args.seed))?;
+    let path = checkpoint::find_model(&args.load_model_dir, env_id)?;
+    check_sidecar(&path, env_id)?;
+    let tensors = checkpoint::read_model(&path)?;
+    let (hidden_size, lstm) = checkpoint::implied_architecture(&path, &tensors)?;
+    let spec = ModelSpec::for_env(env.observation_shape(), env.action_space(), hidden_size, lstm);
+    tch::set_num_threads(1);
+    let vs = nn::VarStore::new(device);
+    let model = ActorCritic::new(&vs, &spec);
+    let advice = "evaluate it with the --env it was trained on";
+    checkpoint::copy_matching(&path, &tensors, model.parameters(), advice)?;
+
+    let stem = env_id.replace('/', "_");
+    let log_path = args.log_dir.join(format!("{stem}_mon_log"));
+    let mut log = game_log::create(&log_path, args)?;
+    let record_dir =
+        args.record_dir.clone().unwrap_or_else(|| args.log_dir.join(format!("{stem}_games")));
+    if args.render {
+        fs::create_dir_all(&record_dir).map_err(|source| Error::Io {
+            action: "create the recording folder",
+            path: record_dir.clone(),
+            source,
+        })?;
+    }
+    // With --json, stdout carries only the summary object.
+    let say = |line: &str| {
+        if args.json {
+            eprintln!("{line}");
+        } else {
+            println!("{line}");
+        }
+    };
+    say(&format!("evaluating {} on {env_id} over {} games", path.display(), args.num_episodes));
+
+    let started = Instant::now();
+    let (mut rewards, mut lengths, mut recordings) = (Vec::new(), Vec::new(), Vec::new());
+    for episode in 0..args.num_episodes {
+        let mut recorder = if args.render && episode % args.render_freq == 0 {
+            let file = record_dir.join(format!("{stem}_game{:04}.gif", episode + 1));
+            let frame = env.render();
+            Some(GifWriter::create(&file, frame.width, frame.height, env.step_seconds())?)
+        } else {
+            None
+        };
+        let (reward, length) = play_greedy_game(
+            env.as_mut(),
+            &model,
+            device,
+            args.environment.max_episode_length,
+            None,
+            |env: &mut dyn Env| match recorder.as_mut() {
+                Some(recorder) => recorder.add(&env.render()),
+                None => Ok(()),
+            },
+        )?
+        .expect("no stop is passed, so every game finishes");
+        rewards.push(reward);
+        lengths.push(length);
+        let mean = rewards.iter().sum::<f64>() / rewards.len() as f64;
+        let line = game_log::game_line(started.elapsed(), reward, length, mean);
+        say(&line);
+        writeln!(log, "{line}").map_err(|source| Error::Io {
+            action: "write the log",
+            path: log_path.clone(),
+            source,
+        })?;
+        if let Some(recorder) = recorder {
+            let file = recorder.finish()?;
+            say(&format!("recorded game {} in {}", episode + 1, file.display()));
+            recordings.push(file);
+        }
+    }
+
+    let summary = summarize(env_id, &path, rewards, lengths, started.elapsed(), recordings);
+    if args.json {
+        println!("{}", serde_json::to_string(&summary).expect("the summary serialises"));
+    } else {
+        println!("{}", summary_line(&summary));
+    }
+    writeln!(log, "{}", summary_line(&summary)).map_err(|source| Error::Io {
+        action: "write the log",
+        path: log_path.clone(),
+        source,
+    })?;
+    Ok(())
+}
+
+/// Refuses a checkpoint whose sidecar says it was trained on another environment
+/// (a renamed file); a model without a sidecar (PyTorch's) is checked by shapes only.
+fn check_sidecar(model: &Path, env_id: &str) -> Result<()> {
+    let sidecar_path = model.with_extension("json");
+    let Ok(text) = fs::read_to_string(&sidecar_path) else { return Ok(()) };
+    let sidecar: Sidecar = serde_json::from_str(&text).map_err(|err| Error::CorruptCheckpoint {
+        path: sidecar_path.clone(),
+        reason: err.to_string(),
+    })?;
+    if sidecar.env != env_id {
+        return Err(Error::CheckpointMismatch {
+            path: model.to_path_buf(),
+            detail: format!("its sidecar says it was trained on {}, not {env_id}", sidecar.env),
+            advice: "evaluate it with the --env it was trained on",
+        });
+    }
+    Ok(())
+}
+
+fn summarize(
+    env: &str,
+    checkpoint: &Path,
+    rewards: Vec<f64>,
+    lengths: Vec<u64>,
+    wall: Duration,
+    recordings: Vec<PathBuf>,
+) -> Summary {
+    let count = rewards.len() as f64;
+    let mean = rewards.iter().sum::<f64>() / count;
+    let variance = rewards.iter().map(|reward| (reward - mean).powi(2)).sum::<f64>() / count;
+    Summary {
+        env: env.to_string(),
+        checkpoint: checkpoint.to_path_buf(),
+        episodes: rewards.len(),
+        mean,
+        std: variance.sqrt(),
+        min: rewards.iter().copied().fold(f64::INFINITY, f64::min),
+        max: rewards.iter().copied().fold(f64::NEG_INFINITY, f64::max),
+        mean_length: lengths.iter().sum::<u64>() as f64 / count,
+        wall_seconds: wall.as_secs_f64(),
+        rewards,
+        lengths,
+        recordings,
+    }
+}
+
+fn summary_line(summary: &Summary) -> String {
+    format!(
+        "{} episodes: reward mean {:.2} ± {:.2} (std), min {}, max {}, mean length {:.1}, wall time {}",
+        summary.episodes,
+        summary.mean,
+        summary.std,
+        summary.min,
+        summary.max,
+        summary.mean_length,
+        game_log::clock(Duration::from_secs_f64(summary.wall_seconds)),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The summary's statistics: population standard deviation, extremes, lengths.
+    #[test]
+    fn summary_statistics() {
+        let summary = summarize(
+            "CartPole-v1",
+            Path::new("m.safetensors"),
+            vec![2.0, 4.0, 4.0, 4.0, 5.0, 5.0, 7.0, 9.0],
+            vec![10, 20, 30, 40, 50, 60, 70, 80],
+            Duration::from_secs(3),
+            Vec::new(),
+        );
+        assert_eq!((summary.mean, summary.std), (5.0, 2.0));
+        assert_eq!((summary.min, summary.max, summary.mean_length), (2.0, 9.0, 45.0));
+        assert_eq!(
+            summary_line(&summary),
+            "8 episodes: reward mean 5.00 ± 2.00 (std), min 2, max 9, mean length 45.0, wall time 00h 00m 03s"
+        );
+    }
+}

@@ -1,0 +1,248 @@
+//! `a3g eval` and checkpoints exchanged with PyTorch: the reference's network
+//! computes the same thing from a PyTorch-made fixture in both file formats, saved
+//! models play, games are recorded, and each bad input is one line.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use a3g::checkpoint;
+use a3g::model::{ActorCritic, Body, Head, LstmState, ModelSpec, Policy};
+use tch::{nn, Device, Tensor};
+
+use crate::util::{assert_one_line_error, Scratch};
+
+fn fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(name)
+}
+
+fn tensor<'a>(tensors: &'a [(String, Tensor)], name: &str) -> &'a Tensor {
+    &tensors.iter().find(|(n, _)| n == name).unwrap_or_else(|| panic!("no {name}")).1
+}
+
+fn max_difference(a: &Tensor, b: &Tensor) -> f64 {
+    assert_eq!(a.size(), b.size());
+    (a - b).abs().max().double_value(&[])
+}
+
+/// The reference's Atari network, loaded from PyTorch's own files (torch.save's
+/// pickle and safetensors), gives PyTorch's value, logits and LSTM state for the
+/// fixture's screen within 1e-5 (tests/fixtures/make_reference_fixture.py).
+#[test]
+fn reference_fixture_forward_matches_pytorch() {
+    let io = Tensor::read_safetensors(fixture("reference_hidden16_io.safetensors")).unwrap();
+    let spec =
+        ModelSpec { body: Body::AtariLstm, hidden_size: 16, head: Head::Discrete { actions: 6 } };
+    let from_pickle = checkpoint::read_model(&fixture("reference_hidden16.dat")).unwrap();
+    let from_safetensors =
+        checkpoint::read_model(&fixture("reference_hidden16.safetensors")).unwrap();
+    assert_eq!(from_pickle.len(), 16);
+    for (name, value) in &from_pickle {
+        assert_eq!(max_difference(value, tensor(&from_safetensors, name)), 0.0, "{name}");
+    }
+    for tensors in [from_pickle, from_safetensors] {
+        let path = Path::new("fixture");
+        assert_eq!(checkpoint::implied_architecture(path, &tensors).unwrap(), (16, true));
+        let vs = nn::VarStore::new(Device::Cpu);
+        let model = ActorCritic::new(&vs, &spec);
+        checkpoint::copy_matching(path, &tensors, model.parameters(), "").unwrap();
+        let state = LstmState {
+            hidden: tensor(&io, "hx").shallow_clone(),
+            cell: tensor(&io, "cx").shallow_clone(),
+        };
+        let output = tch::no_grad(|| model.forward(tensor(&io, "screen"), &state));
+        assert!(max_difference(&output.value, tensor(&io, "value")) < 1e-5);
+        let Policy::Logits(logits) = &output.policy else { panic!("discrete head expected") };
+        assert!(max_difference(logits, tensor(&io, "logits")) < 1e-5);
+        assert!(max_difference(&output.state.hidden, tensor(&io, "hx_next")) < 1e-5);
+        assert!(max_difference(&output.state.cell, tensor(&io, "cx_next")) < 1e-5);
+        // The fixture's weights are random, so a forward pass that ignored a layer
+        // would not land this close by chance.
+        assert!(tensor(&io, "logits").abs().max().double_value(&[]) > 0.05);
+    }
+}
+
+/// A PyTorch .dat checkpoint evaluates from the command line: a line per game on
+/// stdout and in <env>_mon_log, a JSON summary, and a GIF of the recorded game.
+#[test]
+fn eval_plays_a_pytorch_checkpoint_and_records_it() {
+    let scratch = Scratch::new("eval-dat");
+    fs::create_dir_all(scratch.path("trained_models")).unwrap();
+    fs::copy(
+        fixture("reference_hidden16.dat"),
+        scratch.path("trained_models/PongNoFrameskip-v4.dat"),
+    )
+    .unwrap();
+    let run = scratch.a3g(&[
+        "eval",
+        "--num-episodes",
+        "2",
+        "--max-episode-length",
+        "40",
+        "--render",
+        "--render-freq",
+        "2",
+        "--json",
+    ]);
+    assert!(run.status.success(), "{}", run.stderr);
+    let summary: serde_json::Value =
+        serde_json::from_str(run.stdout.trim()).expect("one JSON object");
+    assert_eq!(summary["env"], "PongNoFrameskip-v4");
+    assert_eq!(summary["episodes"], 2);
+    // NoFrameskip's limit is 4 x 40 frames, and the 1..30 no-ops at reset count
+    // against it, as in Gym: each game lasts 32 to 40 agent steps.
+    for length in summary["lengths"].as_array().unwrap() {
+        assert!((32..=40).contains(&length.as_u64().unwrap()), "{summary}");
+    }
+    assert!(summary["checkpoint"].as_str().unwrap().ends_with("PongNoFrameskip-v4.dat"));
+    let recordings = summary["recordings"].as_array().unwrap();
+    assert_eq!(recordings.len(), 1, "--render-freq 2 records game 1 of 2");
+    let gif = fs::read(scratch.path(recordings[0].as_str().unwrap())).unwrap();
+    assert_eq!(&gif[..10], b"GIF89a\xa0\x00\xd2\x00", "a 160x210 GIF");
+    assert_eq!(run.stderr.matches(", reward mean ").count(), 2, "{}", run.stderr);
+    let log = fs::read_to_string(scratch.path("logs/PongNoFrameskip-v4_mon_log")).unwrap();
+    assert_eq!(log.matches("episode reward").count(), 2, "{log}");
+    assert!(log.contains("2 episodes: reward mean"), "{log}");
+}
+
+/// A model trained by a3g evaluates with its dimensions taken from the checkpoint,
+/// not from flags; a classic-control game is recorded as a drawn scene.
+#[test]
+fn eval_reads_dimensions_from_the_checkpoint() {
+    let scratch = Scratch::new("eval-roundtrip");
+    let train = scratch.a3g(&[
+        "train",
+        "--env",
+        "CartPole-v1",
+        "--workers",
+        "1",
+        "--hidden-size",
+        "24",
+        "--max-steps",
+        "300",
+    ]);
+    assert!(train.status.success(), "{}", train.stderr);
+    let run = scratch.a3g(&[
+        "eval",
+        "--env",
+        "CartPole-v1",
+        "--num-episodes",
+        "3",
+        "--render",
+        "--record-dir",
+        "games",
+    ]);
+    assert!(run.status.success(), "{}", run.stderr);
+    assert!(run.stdout.contains("3 episodes: reward mean"), "{}", run.stdout);
+    let games: Vec<_> = fs::read_dir(scratch.path("games")).unwrap().collect();
+    assert_eq!(games.len(), 3);
+    let gif = fs::read(scratch.path("games/CartPole-v1_game0001.gif")).unwrap();
+    assert_eq!(&gif[6..10], b"\x2c\x01\xc8\x00", "a 300x200 scene");
+
+    // A renamed checkpoint is caught by its sidecar.
+    for extension in ["safetensors", "json"] {
+        fs::copy(
+            scratch.path(&format!("trained_models/CartPole-v1.{extension}")),
+            scratch.path(&format!("trained_models/CartPole-v0.{extension}")),
+        )
+        .unwrap();
+    }
+    let line = assert_one_line_error(&scratch.a3g(&["eval", "--env", "CartPole-v0"]));
+    assert!(line.contains("trained on CartPole-v1, not CartPole-v0"), "{line}");
+}
+
+/// The CartPole-v1 model shipped in trained_models/ still plays perfect games.
+#[test]
+fn shipped_cartpole_model_scores_500() {
+    let scratch = Scratch::new("eval-shipped");
+    let models = Path::new(env!("CARGO_MANIFEST_DIR")).join("trained_models");
+    let run = scratch.a3g(&[
+        "eval",
+        "--env",
+        "CartPole-v1",
+        "--num-episodes",
+        "20",
+        "--load-model-dir",
+        models.to_str().unwrap(),
+        "--json",
+    ]);
+    assert!(run.status.success(), "{}", run.stderr);
+    let summary: serde_json::Value = serde_json::from_str(run.stdout.trim()).unwrap();
+    assert_eq!(summary["mean"], 500.0, "{summary}");
+}
+
+/// Each bad input is refused on one line that names it, and no file is changed.
+#[test]
+fn bad_eval_input_is_one_line() {
+    let scratch = Scratch::new("eval-bad");
+    let models = scratch.path("trained_models");
+    fs::create_dir_all(&models).unwrap();
+    let dat = fs::read(fixture("reference_hidden16.dat")).unwrap();
+    let eval = |env: &str, extra: &[&str]| {
+        let mut args = vec!["eval", "--env", env];
+        args.extend_from_slice(extra);
+        scratch.a3g(&args)
+    };
+
+    let line = assert_one_line_error(&eval("Pendulum-v1", &[]));
+    assert!(
+        line.contains("no checkpoint for Pendulum-v1") && line.contains("holds no checkpoints"),
+        "{line}"
+    );
+
+    fs::write(models.join("BreakoutNoFrameskip-v4.dat"), &dat).unwrap();
+    let line = assert_one_line_error(&eval("BreakoutNoFrameskip-v4", &[]));
+    assert!(line.contains("actor_linear.weight is [6, 16] there and [4, 16] here"), "{line}");
+
+    fs::write(models.join("CartPole-v1.pth"), &dat).unwrap();
+    let line = assert_one_line_error(&eval("CartPole-v1", &[]));
+    assert!(line.contains("CartPole-v1.pth") && line.contains("fc1.weight"), "{line}");
+
+    let line = assert_one_line_error(&eval("Pendulum-v1", &[]));
+    assert!(
+        line.contains("BreakoutNoFrameskip-v4.dat") && line.contains("CartPole-v1.pth"),
+        "the folder's checkpoints are listed: {line}"
+    );
+
+    fs::write(models.join("PongNoFrameskip-v4.dat"), &dat[..dat.len() / 2]).unwrap();
+    let line = assert_one_line_error(&eval("PongNoFrameskip-v4", &[]));
+    assert!(line.contains("PongNoFrameskip-v4.dat") && line.contains("cut short"), "{line}");
+
+    let mut damaged = dat.clone();
+    let middle = damaged.len() / 2;
+    damaged[middle] ^= 0x40;
+    fs::write(models.join("PongNoFrameskip-v4.dat"), &damaged).unwrap();
+    let line = assert_one_line_error(&eval("PongNoFrameskip-v4", &[]));
+    assert!(line.contains("checksum"), "{line}");
+
+    let legacy = b"\x80\x02\x8a\x0a\x6c\xfc\x9c\x46\xf9\x20\x6a\xa8\x50\x19.rest";
+    fs::write(models.join("PongNoFrameskip-v4.dat"), legacy).unwrap();
+    let line = assert_one_line_error(&eval("PongNoFrameskip-v4", &[]));
+    assert!(line.contains("legacy format") && line.contains("torch.save"), "{line}");
+
+    fs::write(
+        models.join("PongNoFrameskip-v4.safetensors"),
+        b"\x10\x00\x00\x00\x00\x00\x00\x00{broken",
+    )
+    .unwrap();
+    let line = assert_one_line_error(&eval("PongNoFrameskip-v4", &[]));
+    assert!(
+        line.contains("PongNoFrameskip-v4.safetensors"),
+        "safetensors is looked for first: {line}"
+    );
+    fs::remove_file(models.join("PongNoFrameskip-v4.safetensors")).unwrap();
+
+    fs::write(models.join("PongNoFrameskip-v4.dat"), &dat).unwrap();
+    let line = assert_one_line_error(&eval("PongNoFrameskip-v4", &["--gpu-id", "99"]));
+    assert!(line.contains("--gpu-id 99") && line.contains("-1"), "{line}");
+
+    let run = eval("PongNoFrameskip-v4", &["--num-episodes", "0"]);
+    assert_eq!(run.status.code(), Some(2), "{}", run.stderr);
+    assert!(run.stderr.contains("--num-episodes"), "{}", run.stderr);
+
+    assert_eq!(
+        fs::read(models.join("BreakoutNoFrameskip-v4.dat")).unwrap(),
+        dat,
+        "nothing written over"
+    );
+    assert!(!scratch.path("logs").exists(), "no log for a refused run");
+}
