@@ -179,7 +179,7 @@ fn summarize(
 
 fn summary_line(summary: &Summary) -> String {
     format!(
-        "{} episodes: reward mean {:.2} ± {:.2} (std), min {}, max {}, mean length {:.1}, wall time {}",
+        "{} episodes: reward mean {:.2} ± {:.2} (std), min {:.2}, max {:.2}, mean length {:.1}, wall time {}",
         summary.episodes,
         summary.mean,
         summary.std,
@@ -209,7 +209,7 @@ mod tests {
         assert_eq!((summary.min, summary.max, summary.mean_length), (2.0, 9.0, 45.0));
         assert_eq!(
             summary_line(&summary),
-            "8 episodes: reward mean 5.00 ± 2.00 (std), min 2, max 9, mean length 45.0, wall time 00h 00m 03s"
+            "8 episodes: reward mean 5.00 ± 2.00 (std), min 2.00, max 9.00, mean length 45.0, wall time 00h 00m 03s"
         );
     }
 }
