@@ -339,6 +339,8 @@ struct StatusClock {
     last_steps: u64,
     last_frames: u64,
     last_updates: u64,
+    last_attempts: u64,
+    last_phases: [(&'static str, u64); 5],
 }
 
 impl StatusClock {
@@ -349,6 +351,8 @@ impl StatusClock {
             last_steps: counters.agent_steps.load(Ordering::Relaxed),
             last_frames: counters.env_frames.load(Ordering::Relaxed),
             last_updates: counters.updates.load(Ordering::Relaxed),
+            last_attempts: attempts(counters),
+            last_phases: counters.phases.totals(),
         }
     }
 
@@ -365,9 +369,20 @@ impl StatusClock {
         let float = |counter: &std::sync::atomic::AtomicU64| {
             f64::from_bits(counter.load(Ordering::Relaxed))
         };
+        let attempted = attempts(counters);
+        let phases = counters.phases.totals();
+        let per_update: Vec<String> = phases
+            .iter()
+            .zip(&self.last_phases)
+            .map(|((name, total), (_, before))| {
+                let milliseconds =
+                    (total - before) as f64 / 1e6 / (attempted - self.last_attempts).max(1) as f64;
+                format!("{name} {milliseconds:.2}")
+            })
+            .collect();
         let line = format!(
             "[{}] agent steps {steps}, emulator frames {frames}, {:.0} steps/s, {:.0} frames/s, {:.1} updates/s, \
-             skipped updates {}, policy loss {:.4}, value loss {:.4}, entropy {:.4}",
+             skipped updates {}, policy loss {:.4}, value loss {:.4}, entropy {:.4}, ms per update: {}",
             game_log::clock(self.started.elapsed()),
             (steps - self.last_steps) as f64 / seconds,
             (frames - self.last_frames) as f64 / seconds,
@@ -376,9 +391,16 @@ impl StatusClock {
             float(&counters.last_policy_loss),
             float(&counters.last_value_loss),
             float(&counters.last_entropy),
+            per_update.join(", "),
         );
         (self.last, self.last_steps, self.last_frames, self.last_updates) =
             (Instant::now(), steps, frames, updates);
+        (self.last_attempts, self.last_phases) = (attempted, phases);
         line
     }
+}
+
+/// Updates attempted so far, kept or skipped: what the phase times are summed over.
+fn attempts(counters: &Counters) -> u64 {
+    counters.updates.load(Ordering::Relaxed) + counters.skipped_updates.load(Ordering::Relaxed)
 }

@@ -16,7 +16,7 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crossbeam::channel::{Receiver, RecvTimeoutError, Sender};
 use tch::{nn, Device, Kind, Tensor};
@@ -49,6 +49,44 @@ pub struct Counters {
     pub last_policy_loss: AtomicU64,
     pub last_value_loss: AtomicU64,
     pub last_entropy: AtomicU64,
+    /// Time spent in each phase of an update, summed over workers.
+    pub phases: PhaseTimes,
+}
+
+/// Nanoseconds spent in each phase of an update, summed over all updates (kept or
+/// skipped) and workers: where a worker's time goes.
+#[derive(Default)]
+pub struct PhaseTimes {
+    /// Copying the shared weights into the local model.
+    pub pull: AtomicU64,
+    /// Playing the rollout: forward passes, sampling, environment steps.
+    pub rollout: AtomicU64,
+    /// The loss and its backward pass.
+    pub backward: AtomicU64,
+    /// Bringing the gradients to the shared model's device and checking them.
+    pub push: AtomicU64,
+    /// The shared optimizer's step.
+    pub step: AtomicU64,
+}
+
+impl PhaseTimes {
+    /// The phases' names and totals in nanoseconds, in the order an update runs them.
+    pub fn totals(&self) -> [(&'static str, u64); 5] {
+        [
+            ("pull", self.pull.load(Ordering::Relaxed)),
+            ("rollout", self.rollout.load(Ordering::Relaxed)),
+            ("backward", self.backward.load(Ordering::Relaxed)),
+            ("push", self.push.load(Ordering::Relaxed)),
+            ("step", self.step.load(Ordering::Relaxed)),
+        ]
+    }
+}
+
+/// Adds the time since `*since` to `counter` and restarts the clock.
+fn lap(counter: &AtomicU64, since: &mut Instant) {
+    let now = Instant::now();
+    counter.fetch_add((now - *since).as_nanos() as u64, Ordering::Relaxed);
+    *since = now;
 }
 
 /// A thread's local copy of the model, with its own gradients.
@@ -184,7 +222,10 @@ impl Worker {
         let LocalModel { model, parameters: local_parameters, .. } = local;
         let setup = &mut self.setup;
         let batch_shape = self.batch_shape.as_slice();
+        let phases = &setup.counters.phases;
+        let mut clock = Instant::now();
         pull(&setup.shared_parameters, local_parameters);
+        lap(&phases.pull, &mut clock);
         let mut state = if self.done {
             LstmState::zeros(&setup.spec, Device::Cpu)
         } else {
@@ -224,16 +265,21 @@ impl Worker {
         };
         self.state = state.detached();
         self.done = done;
+        lap(&phases.rollout, &mut clock);
         let loss = rollout.loss(bootstrap, &setup.loss);
         for parameter in local_parameters {
             let mut parameter = parameter.shallow_clone();
             parameter.zero_grad();
         }
         loss.total.backward();
+        lap(&phases.backward, &mut clock);
         let gradients: Vec<Tensor> =
             local_parameters.iter().map(|parameter| parameter.grad()).collect();
-        if is_finite(&loss.total, &gradients) {
+        let finite = is_finite(&loss.total, &gradients);
+        lap(&phases.push, &mut clock);
+        if finite {
             setup.optimizer.step(&setup.shared_parameters, &gradients);
+            lap(&phases.step, &mut clock);
             setup.counters.updates.fetch_add(1, Ordering::Relaxed);
             setup.counters.consecutive_skips.store(0, Ordering::Relaxed);
             let steps = rollout.len() as f64;
@@ -279,4 +325,25 @@ fn is_finite(loss: &Tensor, gradients: &[Tensor]) -> bool {
         total += gradient.to_kind(Kind::Double).square().sum(Kind::Double).view([1]);
     }
     total.double_value(&[0]).is_finite()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A NaN or an infinity of either sign in the loss or any gradient is caught;
+    /// large finite values are not mistaken for one.
+    #[test]
+    fn finiteness_check_catches_every_non_finite_value() {
+        let loss = Tensor::from(0.5f32);
+        let gradients =
+            || vec![Tensor::from_slice(&[1.0f32, -2.0]), Tensor::from_slice(&[3e38f32, -3e38])];
+        assert!(is_finite(&loss, &gradients()));
+        for bad in [f32::NAN, f32::INFINITY, f32::NEG_INFINITY] {
+            let mut poisoned = gradients();
+            poisoned[1] = Tensor::from_slice(&[0.0f32, bad, 1.0]);
+            assert!(!is_finite(&loss, &poisoned), "{bad} in a gradient");
+            assert!(!is_finite(&Tensor::from(bad), &gradients()), "{bad} as the loss");
+        }
+    }
 }
