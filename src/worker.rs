@@ -317,14 +317,19 @@ pub fn pull(shared: &[Tensor], local: &[Tensor]) {
     });
 }
 
-/// Whether the loss and every gradient are finite: one reduction per tensor, read
-/// back once.
+/// Whether the loss and every gradient are finite. A NaN or infinity anywhere in a
+/// tensor shows in its minimum or maximum, so one pass over each gradient, with no
+/// temporary copy, and one read-back decide it.
 fn is_finite(loss: &Tensor, gradients: &[Tensor]) -> bool {
-    let mut total = loss.detach().to_kind(Kind::Double).view([1]);
+    let mut extremes = Vec::with_capacity(2 * gradients.len() + 1);
+    extremes.push(loss.detach().view([1]));
     for gradient in gradients {
-        total += gradient.to_kind(Kind::Double).square().sum(Kind::Double).view([1]);
+        let (minimum, maximum) = gradient.aminmax(None, false);
+        extremes.push(minimum.view([1]));
+        extremes.push(maximum.view([1]));
     }
-    total.double_value(&[0]).is_finite()
+    // Summed in double precision, so that large finite extremes cannot overflow.
+    Tensor::cat(&extremes, 0).sum(Kind::Double).double_value(&[]).is_finite()
 }
 
 #[cfg(test)]
