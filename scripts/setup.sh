@@ -4,7 +4,8 @@
 # checkout (git-ignored, nothing system-wide):
 #   - libtorch 2.11.0, from the PyPI wheel torch==2.11.0 (with its CUDA libraries),
 #     unless LIBTORCH or LIBTORCH_USE_PYTORCH already points at one;
-#   - cmake, from PyPI's `cmake` package, only when the system has none.
+#   - cmake, from PyPI's `cmake` package, only when the system has none;
+#   - for scripts/test only, Python's tensorboard package.
 # Every step is skipped once done, so a warm call costs a few file tests.
 
 A3G_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -61,6 +62,19 @@ a3g_ensure_cmake() {
         a3g_pip_install "$cmake_dir" cmake
     fi
     export PATH="$cmake_dir/cmake/data/bin:$PATH"
+}
+
+# Python's tensorboard package, for the test that reads a3g's event files back the way
+# TensorBoard itself does. scripts/test installs it; ./a3g does not need it.
+A3G_TENSORBOARD_VERSION=2.21.0
+a3g_ensure_tensorboard_reader() {
+    local dir="$A3G_DEPS/tensorboard"
+    if [[ ! -e $dir/.a3g-tensorboard-$A3G_TENSORBOARD_VERSION ]]; then
+        a3g_say "installing Python's tensorboard $A3G_TENSORBOARD_VERSION, which a test reads event files back with"
+        a3g_say "  into $dir (about 30 MB, under a minute)"
+        a3g_pip_install "$dir" "tensorboard==$A3G_TENSORBOARD_VERSION"
+        touch "$dir/.a3g-tensorboard-$A3G_TENSORBOARD_VERSION"
+    fi
 }
 
 a3g_ensure_toolchain() {

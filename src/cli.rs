@@ -163,6 +163,14 @@ pub struct TrainArgs {
     /// Folder of the test agent's game log (`<env>_log`).
     #[arg(long, default_value = "logs", help_heading = "Checkpoints")]
     pub log_dir: PathBuf,
+
+    /// Write TensorBoard event files into <tensorboard-dir>/<env>_training/: test
+    /// games, a histogram of every parameter per test game, rates, losses.
+    #[arg(long, help_heading = "Monitoring")]
+    pub tensorboard_logger: bool,
+    /// Folder of the TensorBoard runs.
+    #[arg(long, default_value = "runs", help_heading = "Monitoring")]
+    pub tensorboard_dir: PathBuf,
 }
 
 /// A duration given as 90s, 10m, 2h or plain seconds, kept as written for the logs.

@@ -12,7 +12,8 @@
 //! - [`rollout`]: returns, GAE and the loss; [`shared_optim`]: the shared optimizers.
 //! - [`worker`]: workers (environment, LSTM state, rollouts) and the training threads
 //!   that take them in turn; [`tester`]: the test agent's thread.
-//! - [`train`]: `a3g train`, which starts, watches and stops them; [`stop`]: how.
+//! - [`train`]: `a3g train`, which starts, watches and stops them; [`stop`]: how;
+//!   [`tensorboard`]: its TensorBoard event files.
 //! - [`checkpoint`]: saving and loading models, statistics and counters;
 //!   [`torch_file`]: reading PyTorch's `torch.save` state dicts.
 //! - [`eval`]: `a3g eval`, the evaluation over many games; [`gif`]: its recordings;
@@ -38,6 +39,7 @@ pub mod model;
 pub mod rollout;
 pub mod shared_optim;
 pub mod stop;
+pub mod tensorboard;
 pub mod tester;
 pub mod torch_file;
 pub mod train;

@@ -23,6 +23,7 @@ use crate::model::{ActorCritic, ModelSpec};
 use crate::rollout::{LossConfig, RewardShaping};
 use crate::shared_optim::{OptimizerKind, SharedOptimizer};
 use crate::stop::{self, Stop, StopReason};
+use crate::tensorboard::{Board, TrainingFigures};
 use crate::tester::{self, EpisodeStats};
 use crate::worker::{self, Counters, Worker, WorkerQueue, WorkerSetup};
 
@@ -83,6 +84,11 @@ pub fn run(args: &TrainArgs) -> Result<()> {
 
     let log_path = args.log_dir.join(format!("{}_log", args.environment.env.replace('/', "_")));
     let mut log = game_log::create(&log_path, args)?;
+    let mut board = if args.tensorboard_logger {
+        Some(Board::create(&args.tensorboard_dir, &args.environment.env)?)
+    } else {
+        None
+    };
     stop::catch_signals();
     let stop = Stop::default();
     let counters = Arc::new(Counters::default());
@@ -202,6 +208,12 @@ pub fn run(args: &TrainArgs) -> Result<()> {
                 }
                 recent.push_back(game.reward);
                 let mean = recent.iter().sum::<f64>() / recent.len() as f64;
+                let played: Vec<(String, Tensor)> =
+                    parameter_names.iter().cloned().zip(game.weights).collect();
+                if let Some(board) = board.as_mut() {
+                    let steps = counters.agent_steps.load(Ordering::Relaxed);
+                    board.test_game(steps, game.reward, game.length, mean, &played);
+                }
                 let line = game_log::game_line(game.finished_at, game.reward, game.length, mean);
                 println!("{line}");
                 if let Err(err) = writeln!(log, "{line}") {
@@ -213,8 +225,6 @@ pub fn run(args: &TrainArgs) -> Result<()> {
                     stop.request(StopReason::Failure("cannot write the log".into()));
                 }
                 if !args.save_max || game.reward >= best {
-                    let played: Vec<(String, Tensor)> =
-                        parameter_names.iter().cloned().zip(game.weights).collect();
                     saved_best = true;
                     if let Err(err) = save(test_games, &played) {
                         monitor_error = Some(err);
@@ -237,7 +247,21 @@ pub fn run(args: &TrainArgs) -> Result<()> {
             }
         }
         if status.due(status_interval) {
-            println!("{}", status.line(&counters));
+            let sample = status.sample(&counters);
+            println!("{}", sample.line());
+            if let Some(board) = board.as_mut() {
+                board.training(
+                    sample.agent_steps,
+                    &TrainingFigures {
+                        steps_per_second: sample.steps_per_second,
+                        frames_per_second: sample.frames_per_second,
+                        policy_loss: sample.policy_loss,
+                        value_loss: sample.value_loss,
+                        entropy: sample.entropy,
+                        learning_rate: args.lr,
+                    },
+                );
+            }
         }
         let steps = counters.agent_steps.load(Ordering::Relaxed);
         if args.max_steps.is_some_and(|max| steps >= max) {
@@ -277,7 +301,11 @@ pub fn run(args: &TrainArgs) -> Result<()> {
         Some(StopReason::Signal) => "interrupted",
         _ => "stopped",
     };
-    println!("{}", status.line(&counters));
+    println!("{}", status.sample(&counters).line());
+    if let Some(board) = board.as_mut() {
+        board.flush();
+        println!("TensorBoard event files are in {}", board.dir().display());
+    }
     let model_file =
         checkpoint::CheckpointFiles::new(&args.save_model_dir, &args.environment.env).model;
     let steps = counters.agent_steps.load(Ordering::Relaxed);
@@ -332,7 +360,45 @@ fn resume(
     Ok(loaded.sidecar.counters)
 }
 
-/// Rates between status lines.
+/// What a status line reports: totals, and rates and means since the previous line.
+struct Status {
+    elapsed: Duration,
+    agent_steps: u64,
+    env_frames: u64,
+    steps_per_second: f64,
+    frames_per_second: f64,
+    updates_per_second: f64,
+    skipped_updates: u64,
+    policy_loss: f64,
+    value_loss: f64,
+    entropy: f64,
+    /// Milliseconds per update in each phase.
+    phase_milliseconds: Vec<(&'static str, f64)>,
+}
+
+impl Status {
+    fn line(&self) -> String {
+        let phases: Vec<String> =
+            self.phase_milliseconds.iter().map(|(name, ms)| format!("{name} {ms:.2}")).collect();
+        format!(
+            "[{}] agent steps {}, emulator frames {}, {:.0} steps/s, {:.0} frames/s, {:.1} updates/s, \
+             skipped updates {}, policy loss {:.4}, value loss {:.4}, entropy {:.4}, ms per update: {}",
+            game_log::clock(self.elapsed),
+            self.agent_steps,
+            self.env_frames,
+            self.steps_per_second,
+            self.frames_per_second,
+            self.updates_per_second,
+            self.skipped_updates,
+            self.policy_loss,
+            self.value_loss,
+            self.entropy,
+            phases.join(", "),
+        )
+    }
+}
+
+/// The counters as of the previous status line.
 struct StatusClock {
     started: Instant,
     last: Instant,
@@ -340,6 +406,7 @@ struct StatusClock {
     last_frames: u64,
     last_updates: u64,
     last_attempts: u64,
+    last_losses: [f64; 3],
     last_phases: [(&'static str, u64); 5],
 }
 
@@ -352,6 +419,7 @@ impl StatusClock {
             last_frames: counters.env_frames.load(Ordering::Relaxed),
             last_updates: counters.updates.load(Ordering::Relaxed),
             last_attempts: attempts(counters),
+            last_losses: loss_sums(counters),
             last_phases: counters.phases.totals(),
         }
     }
@@ -360,47 +428,51 @@ impl StatusClock {
         self.last.elapsed() >= interval
     }
 
-    /// One status line; rates since the previous line.
-    fn line(&mut self, counters: &Counters) -> String {
+    /// Reads the counters for a status line and starts the next interval.
+    fn sample(&mut self, counters: &Counters) -> Status {
         let seconds = self.last.elapsed().as_secs_f64().max(1e-9);
         let steps = counters.agent_steps.load(Ordering::Relaxed);
         let frames = counters.env_frames.load(Ordering::Relaxed);
         let updates = counters.updates.load(Ordering::Relaxed);
-        let float = |counter: &std::sync::atomic::AtomicU64| {
-            f64::from_bits(counter.load(Ordering::Relaxed))
-        };
         let attempted = attempts(counters);
+        let losses = loss_sums(counters);
         let phases = counters.phases.totals();
-        let per_update: Vec<String> = phases
-            .iter()
-            .zip(&self.last_phases)
-            .map(|((name, total), (_, before))| {
-                let milliseconds =
-                    (total - before) as f64 / 1e6 / (attempted - self.last_attempts).max(1) as f64;
-                format!("{name} {milliseconds:.2}")
-            })
-            .collect();
-        let line = format!(
-            "[{}] agent steps {steps}, emulator frames {frames}, {:.0} steps/s, {:.0} frames/s, {:.1} updates/s, \
-             skipped updates {}, policy loss {:.4}, value loss {:.4}, entropy {:.4}, ms per update: {}",
-            game_log::clock(self.started.elapsed()),
-            (steps - self.last_steps) as f64 / seconds,
-            (frames - self.last_frames) as f64 / seconds,
-            (updates - self.last_updates) as f64 / seconds,
-            counters.skipped_updates.load(Ordering::Relaxed),
-            float(&counters.last_policy_loss),
-            float(&counters.last_value_loss),
-            float(&counters.last_entropy),
-            per_update.join(", "),
-        );
+        let kept = (updates - self.last_updates) as f64;
+        let mean_loss = |index: usize| (losses[index] - self.last_losses[index]) / kept;
+        let status = Status {
+            elapsed: self.started.elapsed(),
+            agent_steps: steps,
+            env_frames: frames,
+            steps_per_second: (steps - self.last_steps) as f64 / seconds,
+            frames_per_second: (frames - self.last_frames) as f64 / seconds,
+            updates_per_second: kept / seconds,
+            skipped_updates: counters.skipped_updates.load(Ordering::Relaxed),
+            policy_loss: mean_loss(0),
+            value_loss: mean_loss(1),
+            entropy: mean_loss(2),
+            phase_milliseconds: phases
+                .iter()
+                .zip(&self.last_phases)
+                .map(|((name, total), (_, before))| {
+                    let updates = (attempted - self.last_attempts).max(1) as f64;
+                    (*name, (total - before) as f64 / 1e6 / updates)
+                })
+                .collect(),
+        };
         (self.last, self.last_steps, self.last_frames, self.last_updates) =
             (Instant::now(), steps, frames, updates);
-        (self.last_attempts, self.last_phases) = (attempted, phases);
-        line
+        (self.last_attempts, self.last_losses, self.last_phases) = (attempted, losses, phases);
+        status
     }
 }
 
 /// Updates attempted so far, kept or skipped: what the phase times are summed over.
 fn attempts(counters: &Counters) -> u64 {
     counters.updates.load(Ordering::Relaxed) + counters.skipped_updates.load(Ordering::Relaxed)
+}
+
+/// The summed policy loss, value loss and entropy.
+fn loss_sums(counters: &Counters) -> [f64; 3] {
+    [&counters.policy_loss_sum, &counters.value_loss_sum, &counters.entropy_sum]
+        .map(|sum| f64::from_bits(sum.load(Ordering::Relaxed)))
 }

@@ -45,10 +45,11 @@ pub struct Counters {
     pub skipped_updates: AtomicU64,
     /// Skipped updates since the last good one, over all workers.
     pub consecutive_skips: AtomicU64,
-    /// Loss terms of the latest update, as f64 bits, for status lines.
-    pub last_policy_loss: AtomicU64,
-    pub last_value_loss: AtomicU64,
-    pub last_entropy: AtomicU64,
+    /// Loss terms per agent step summed over kept updates, as f64 bits: status lines
+    /// show their mean since the previous line.
+    pub policy_loss_sum: AtomicU64,
+    pub value_loss_sum: AtomicU64,
+    pub entropy_sum: AtomicU64,
     /// Time spent in each phase of an update, summed over workers.
     pub phases: PhaseTimes,
 }
@@ -80,6 +81,13 @@ impl PhaseTimes {
             ("step", self.step.load(Ordering::Relaxed)),
         ]
     }
+}
+
+/// Adds `value` to the f64 whose bits `counter` holds.
+fn add_f64(counter: &AtomicU64, value: f64) {
+    let _ = counter.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |bits| {
+        Some((f64::from_bits(bits) + value).to_bits())
+    });
 }
 
 /// Adds the time since `*since` to `counter` and restarts the clock.
@@ -284,11 +292,11 @@ impl Worker {
             setup.counters.consecutive_skips.store(0, Ordering::Relaxed);
             let steps = rollout.len() as f64;
             for (counter, term) in [
-                (&setup.counters.last_policy_loss, &loss.policy),
-                (&setup.counters.last_value_loss, &loss.value),
-                (&setup.counters.last_entropy, &loss.entropy),
+                (&setup.counters.policy_loss_sum, &loss.policy),
+                (&setup.counters.value_loss_sum, &loss.value),
+                (&setup.counters.entropy_sum, &loss.entropy),
             ] {
-                counter.store((term.double_value(&[]) / steps).to_bits(), Ordering::Relaxed);
+                add_f64(counter, term.double_value(&[]) / steps);
             }
         } else {
             setup.counters.skipped_updates.fetch_add(1, Ordering::Relaxed);

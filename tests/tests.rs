@@ -6,4 +6,5 @@ mod cli;
 mod envs;
 mod eval;
 mod runtime;
+mod tensorboard;
 mod train;

@@ -1,0 +1,108 @@
+//! `a3g train --tensorboard-logger`: the event files read back in TensorBoard's own
+//! loader (Python's tensorboard package, which scripts/test installs into .deps/).
+
+use std::path::Path;
+use std::process::Command;
+
+use crate::util::{assert_one_line_error, Scratch};
+
+/// A short CartPole run's event files hold the test games (the same scores as the
+/// game log, indexed by agent steps), training rates and losses, the learning rate,
+/// and a histogram of every parameter per test game.
+#[test]
+fn event_files_read_back_in_tensorboard() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let reader_path = root.join(".deps/tensorboard");
+    assert!(
+        reader_path.join("tensorboard").is_dir(),
+        "Python's tensorboard package is missing from {}; ./scripts/test installs it",
+        reader_path.display()
+    );
+    let scratch = Scratch::new("tensorboard");
+    let run = scratch.a3g(&[
+        "train",
+        "--env",
+        "CartPole-v1",
+        "--workers",
+        "1",
+        "--hidden-size",
+        "16",
+        "--lr",
+        "0.003",
+        "--max-steps",
+        "4000",
+        "--status-interval",
+        "0.2",
+        "--tensorboard-logger",
+    ]);
+    assert!(run.status.success(), "{}", run.stderr);
+    let run_dir = scratch.path("runs/CartPole-v1_training");
+    assert!(run.stdout.contains("TensorBoard event files are in runs/CartPole-v1_training"));
+    let output = Command::new("python3")
+        .arg(root.join("scripts/read_tensorboard.py"))
+        .arg(&run_dir)
+        .env("PYTHONPATH", &reader_path)
+        .output()
+        .expect("run python3");
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let found: serde_json::Value = serde_json::from_slice(&output.stdout).expect("JSON");
+    let scalars = &found["scalars"];
+
+    let logged: Vec<f64> = std::fs::read_to_string(scratch.path("logs/CartPole-v1_log"))
+        .unwrap()
+        .lines()
+        .filter_map(|line| line.split("episode reward ").nth(1))
+        .map(|rest| rest.split(',').next().unwrap().parse().unwrap())
+        .collect();
+    let rewards: Vec<f64> = scalars["test/episode_reward"]
+        .as_array()
+        .expect("test/episode_reward")
+        .iter()
+        .map(|point| point[1].as_f64().unwrap())
+        .collect();
+    assert!(!rewards.is_empty());
+    assert_eq!(rewards, logged, "the board's scores are the log's");
+    let steps: Vec<u64> = scalars["test/episode_reward"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|point| point[0].as_u64().unwrap())
+        .collect();
+    assert!(steps.windows(2).all(|pair| pair[0] <= pair[1]) && *steps.last().unwrap() <= 4100);
+    for tag in [
+        "test/episode_length",
+        "test/reward_mean",
+        "train/agent_steps_per_second",
+        "train/frames_per_second",
+        "train/policy_loss",
+        "train/value_loss",
+        "train/entropy",
+        "train/learning_rate",
+    ] {
+        assert!(scalars[tag].as_array().is_some_and(|points| !points.is_empty()), "no {tag}");
+    }
+    let learning_rate = scalars["train/learning_rate"][0][1].as_f64().unwrap();
+    assert!((learning_rate - 0.003).abs() < 1e-9);
+    let histograms = &found["histograms"];
+    for (name, count) in [("fc1.weight", 64), ("fc2.weight", 256), ("actor_linear.bias", 2)] {
+        let histogram = &histograms[format!("parameters/{name}")];
+        assert_eq!(histogram["events"].as_u64(), Some(rewards.len() as u64), "{name}");
+        assert_eq!(histogram["last_count"].as_f64(), Some(count as f64), "{name}");
+    }
+}
+
+/// A TensorBoard folder that cannot be written is one line naming it.
+#[test]
+fn unwritable_tensorboard_dir_is_one_line() {
+    let scratch = Scratch::new("tensorboard-bad");
+    scratch.write("runs", "a file where the folder should be");
+    let line = assert_one_line_error(&scratch.a3g(&[
+        "train",
+        "--env",
+        "CartPole-v1",
+        "--max-steps",
+        "10",
+        "--tensorboard-logger",
+    ]));
+    assert!(line.contains("TensorBoard folder") && line.contains("runs"), "{line}");
+}
