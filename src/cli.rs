@@ -90,6 +90,11 @@ pub struct TrainArgs {
     /// (for example 16 32 64).
     #[arg(long, num_args = 1.., value_parser = clap::value_parser!(u32).range(1..), help_heading = "Workers")]
     pub distributed_step_size: Vec<u32>,
+    /// GPUs for the workers' models: worker i runs on GPU ids[i mod n] and the test
+    /// agent on the last one, while the shared model and optimizer stay on the CPU.
+    /// -1 (the default) runs everything on the CPU.
+    #[arg(long, num_args = 1.., default_values_t = [-1], allow_negative_numbers = true, help_heading = "Workers")]
+    pub gpu_ids: Vec<i64>,
     /// Random seed; worker i uses seed + i.
     #[arg(long, default_value_t = 1, help_heading = "Workers")]
     pub seed: u64,

@@ -113,11 +113,12 @@ impl Rollout {
     /// The loss of this rollout; `bootstrap` is the value after its last step.
     pub fn loss(&self, bootstrap: f64, config: &LossConfig) -> Loss {
         let values = Tensor::cat(&self.values, 0).view([-1]);
-        let value_numbers: Vec<f64> = Vec::<f32>::try_from(values.detach())
-            .expect("values on the CPU")
-            .into_iter()
-            .map(f64::from)
-            .collect();
+        let value_numbers: Vec<f64> =
+            Vec::<f32>::try_from(values.detach().to_device(tch::Device::Cpu))
+                .expect("f32 values")
+                .into_iter()
+                .map(f64::from)
+                .collect();
         let targets =
             compute_targets(&self.rewards, &value_numbers, bootstrap, config.gamma, config.tau);
         let device = values.device();

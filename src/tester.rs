@@ -73,36 +73,53 @@ pub fn play_greedy_game(
     })
 }
 
-/// Plays test games until a stop is requested, sending each result to the monitor.
-pub fn run(
-    mut env: Box<dyn Env>,
-    spec: ModelSpec,
-    shared_parameters: Vec<Tensor>,
-    max_episode_length: u32,
-    stop: Stop,
-    started: Instant,
-    results: Sender<EpisodeStats>,
-) {
-    tch::set_num_threads(1);
-    let vs = nn::VarStore::new(Device::Cpu);
-    let model = ActorCritic::new(&vs, &spec);
-    let local: Vec<Tensor> =
-        model.parameters().iter().map(|(_, tensor)| tensor.shallow_clone()).collect();
-    while !stop.requested() {
-        pull(&shared_parameters, &local);
-        let played = play_greedy_game(
-            env.as_mut(),
-            &model,
-            Device::Cpu,
-            max_episode_length,
-            Some(&stop),
-            |_| Ok(()),
-        );
-        let Ok(Some((reward, length))) = played else { break };
-        let weights = tch::no_grad(|| local.iter().map(Tensor::copy).collect());
-        let game = EpisodeStats { reward, length, finished_at: started.elapsed(), weights };
-        if results.send(game).is_err() {
-            break;
+/// The test agent's thread: what it plays with.
+pub struct TestAgent {
+    pub env: Box<dyn Env>,
+    pub spec: ModelSpec,
+    /// Where its model runs; the weights it reports are copies on the CPU.
+    pub device: Device,
+    /// Handles on the shared (CPU) parameters, pulled before every game.
+    pub shared_parameters: Vec<Tensor>,
+    pub max_episode_length: u32,
+}
+
+impl TestAgent {
+    /// Plays test games until a stop is requested, sending each result to the monitor.
+    pub fn run(self, stop: Stop, started: Instant, results: Sender<EpisodeStats>) {
+        let TestAgent { mut env, spec, device, shared_parameters, max_episode_length } = self;
+        tch::set_num_threads(1);
+        let vs = nn::VarStore::new(device);
+        let model = ActorCritic::new(&vs, &spec);
+        let local: Vec<Tensor> =
+            model.parameters().iter().map(|(_, tensor)| tensor.shallow_clone()).collect();
+        while !stop.requested() {
+            pull(&shared_parameters, &local);
+            let played = play_greedy_game(
+                env.as_mut(),
+                &model,
+                device,
+                max_episode_length,
+                Some(&stop),
+                |_| Ok(()),
+            );
+            let Ok(Some((reward, length))) = played else { break };
+            let weights = tch::no_grad(|| {
+                local
+                    .iter()
+                    .map(|tensor| {
+                        if device == Device::Cpu {
+                            tensor.copy()
+                        } else {
+                            tensor.to_device(Device::Cpu)
+                        }
+                    })
+                    .collect()
+            });
+            let game = EpisodeStats { reward, length, finished_at: started.elapsed(), weights };
+            if results.send(game).is_err() {
+                break;
+            }
         }
     }
 }

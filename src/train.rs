@@ -16,6 +16,7 @@ use tch::{nn, Device, Tensor};
 
 use crate::checkpoint::{self, Counters as SavedCounters, Sidecar};
 use crate::cli::{OptimizerName, TrainArgs};
+use crate::device;
 use crate::env::{self, CropTable};
 use crate::error::{Error, Result};
 use crate::game_log;
@@ -37,11 +38,12 @@ pub fn run(args: &TrainArgs) -> Result<()> {
     if workers == 0 {
         return Err(Error::BadArguments("--workers must be at least 1".into()));
     }
+    let devices = device::select_list(&args.gpu_ids)?;
     let cores = thread::available_parallelism().map_or(1, |n| n.get());
     // One thread more than the cores: the test agent takes a share of a core, and the
     // extra rollout keeps every core busy meanwhile (measured: 167 against 145 agent
-    // steps/s for 32 workers on 2 cores).
-    let training_threads = workers.min(cores + 1);
+    // steps/s for 32 workers on 2 cores). Each device with workers gets a thread.
+    let training_threads = workers.min(cores + 1).max(workers.min(devices.len()));
     if workers > training_threads {
         eprintln!(
             "warning: {workers} workers on {cores} cores; they take turns, {training_threads} rollouts at a time, \
@@ -103,15 +105,17 @@ pub fn run(args: &TrainArgs) -> Result<()> {
         value_coef: args.value_coef,
     };
 
-    let mut queued = Vec::with_capacity(workers);
+    // One queue per device: a thread's local model serves only its device's workers.
+    let mut queued: Vec<Vec<Worker>> = devices.iter().map(|_| Vec::new()).collect();
     for (rank, env) in envs.into_iter().enumerate() {
         let num_steps = if args.distributed_step_size.is_empty() {
             args.num_steps
         } else {
             args.distributed_step_size[rank % args.distributed_step_size.len()]
         };
-        queued.push(Worker::new(WorkerSetup {
+        queued[rank % devices.len()].push(Worker::new(WorkerSetup {
             rank,
+            device: devices[rank % devices.len()],
             env,
             spec: spec.clone(),
             shared_parameters: shared_parameters(),
@@ -128,18 +132,20 @@ pub fn run(args: &TrainArgs) -> Result<()> {
             counters: Arc::clone(&counters),
         }));
     }
-    let queue = WorkerQueue::new(queued);
+    let queues: Vec<WorkerQueue> = queued.into_iter().map(WorkerQueue::new).collect();
     let (results_tx, results) = channel::unbounded::<EpisodeStats>();
     let mut handles = Vec::new();
     for index in 0..training_threads {
-        let (queue, spec, stop) = (queue.clone(), spec.clone(), stop.clone());
+        let queue = queues[index % devices.len()].clone();
+        let device = devices[index % devices.len()];
+        let (spec, stop) = (spec.clone(), stop.clone());
         let handle = thread::Builder::new()
             .name(format!("training {index}"))
             .spawn(move || {
                 // A panic would otherwise leave the run going one thread short until
                 // its budget ran out.
                 let outcome = panic::catch_unwind(AssertUnwindSafe(|| {
-                    worker::run_training_thread(queue, &spec, &stop)
+                    worker::run_training_thread(queue, &spec, device, &stop)
                 }));
                 match outcome {
                     Ok(Ok(())) => {}
@@ -156,13 +162,18 @@ pub fn run(args: &TrainArgs) -> Result<()> {
         handles.push(handle);
     }
     let tester_handle = {
-        let (spec, parameters, stop, length) =
-            (spec.clone(), shared_parameters(), stop.clone(), args.environment.max_episode_length);
+        let test_agent = tester::TestAgent {
+            env: test_env,
+            spec: spec.clone(),
+            // The reference's test agent runs on the last listed GPU.
+            device: *devices.last().expect("at least one device"),
+            shared_parameters: shared_parameters(),
+            max_episode_length: args.environment.max_episode_length,
+        };
+        let stop = stop.clone();
         thread::Builder::new()
             .name("test agent".into())
-            .spawn(move || {
-                tester::run(test_env, spec, parameters, length, stop, started, results_tx)
-            })
+            .spawn(move || test_agent.run(stop, started, results_tx))
             .map_err(|source| Error::Io {
                 action: "start the test agent for",
                 path: PathBuf::from(&args.environment.env),

@@ -151,13 +151,19 @@ impl WorkerQueue {
 }
 
 /// One training thread: trains whichever worker is next for one rollout and queues it
-/// again, until a stop is requested. A worker's error ends the thread (and, through
-/// the caller, the run), naming the worker.
-pub fn run_training_thread(queue: WorkerQueue, spec: &ModelSpec, stop: &Stop) -> Result<()> {
+/// again, until a stop is requested. Its local model lives on `device`, the device of
+/// every worker in its queue. A worker's error ends the thread (and, through the
+/// caller, the run), naming the worker.
+pub fn run_training_thread(
+    queue: WorkerQueue,
+    spec: &ModelSpec,
+    device: Device,
+    stop: &Stop,
+) -> Result<()> {
     // One intra-op thread each: the training threads are the parallelism, and more
     // threads each would only contend for the same cores.
     tch::set_num_threads(1);
-    let local = LocalModel::new(spec, Device::Cpu);
+    let local = LocalModel::new(spec, device);
     while let Some(mut worker) = queue.next(stop) {
         let rank = worker.setup.rank;
         worker
@@ -171,6 +177,8 @@ pub fn run_training_thread(queue: WorkerQueue, spec: &ModelSpec, stop: &Stop) ->
 /// What a worker is made from.
 pub struct WorkerSetup {
     pub rank: usize,
+    /// Where the worker's model, LSTM state and rollout graph live.
+    pub device: Device,
     pub env: Box<dyn Env>,
     pub spec: ModelSpec,
     /// Handles on the shared (CPU) parameters, in the model's parameter order.
@@ -210,7 +218,7 @@ impl Worker {
         let batch_shape = [&[1i64][..], setup.env.observation_shape()].concat();
         let observation = setup.env.reset(None);
         let frames_seen = setup.env.env_frames();
-        let state = LstmState::zeros(&setup.spec, Device::Cpu);
+        let state = LstmState::zeros(&setup.spec, setup.device);
         let rng = Rng::new(setup.seed ^ 0x776f_726b);
         Worker {
             setup,
@@ -229,20 +237,18 @@ impl Worker {
     fn train_one_rollout(&mut self, local: &LocalModel) -> Result<()> {
         let LocalModel { model, parameters: local_parameters, .. } = local;
         let setup = &mut self.setup;
+        let device = setup.device;
         let batch_shape = self.batch_shape.as_slice();
         let phases = &setup.counters.phases;
         let mut clock = Instant::now();
         pull(&setup.shared_parameters, local_parameters);
         lap(&phases.pull, &mut clock);
-        let mut state = if self.done {
-            LstmState::zeros(&setup.spec, Device::Cpu)
-        } else {
-            self.state.detached()
-        };
+        let mut state =
+            if self.done { LstmState::zeros(&setup.spec, device) } else { self.state.detached() };
         let mut done = false;
         let mut rollout = Rollout::default();
         for _ in 0..setup.num_steps {
-            let input = Tensor::from_slice(&self.observation).view(batch_shape);
+            let input = Tensor::from_slice(&self.observation).view(batch_shape).to_device(device);
             let output = model.forward(&input, &state);
             let sampled = agent::sample(&output.policy, &mut self.rng, self.action_space.bounds());
             let step = setup.env.step(&sampled.action);
@@ -268,7 +274,7 @@ impl Worker {
             self.observation = setup.env.reset(None);
             0.0
         } else {
-            let input = Tensor::from_slice(&self.observation).view(batch_shape);
+            let input = Tensor::from_slice(&self.observation).view(batch_shape).to_device(device);
             tch::no_grad(|| model.forward(&input, &state).value.double_value(&[0, 0]))
         };
         self.state = state.detached();
@@ -281,9 +287,13 @@ impl Worker {
         }
         loss.total.backward();
         lap(&phases.backward, &mut clock);
-        let gradients: Vec<Tensor> =
+        let mut gradients: Vec<Tensor> =
             local_parameters.iter().map(|parameter| parameter.grad()).collect();
+        // Checked where they were computed, so a skipped update copies nothing.
         let finite = is_finite(&loss.total, &gradients);
+        if finite && device != Device::Cpu {
+            gradients = gradients.iter().map(|gradient| gradient.to_device(Device::Cpu)).collect();
+        }
         lap(&phases.push, &mut clock);
         if finite {
             setup.optimizer.step(&setup.shared_parameters, &gradients);

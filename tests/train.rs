@@ -238,6 +238,10 @@ fn bad_train_input_is_one_line() {
     let line =
         assert_one_line_error(&scratch.a3g(&["train", "--env", "CartPole-v1", "--workers", "0"]));
     assert!(line.contains("--workers"), "{line}");
+    // 99 is beyond any machine's GPUs, and no GPU at all where there is no CUDA.
+    let line =
+        assert_one_line_error(&scratch.a3g(&["train", "--env", "CartPole-v1", "--gpu-ids", "99"]));
+    assert!(line.contains("--gpu-ids 99") && line.contains("-1"), "{line}");
 
     let run = scratch.a3g(&[
         "train",
