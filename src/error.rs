@@ -48,7 +48,7 @@ pub enum Error {
         path: PathBuf,
     },
     /// No checkpoint for the environment in the folder.
-    #[error("no checkpoint for {env} in {}{}; train first or pass --load-model-dir", dir.display(), list_found(found))]
+    #[error("no checkpoint for {env} in {}{}; train first or pass --load-model-dir", dir.display(), list_found(dir, found))]
     NoCheckpoint {
         /// The folder searched.
         dir: PathBuf,
@@ -86,8 +86,10 @@ pub enum Error {
     Torch(#[from] tch::TchError),
 }
 
-fn list_found(found: &[String]) -> String {
-    if found.is_empty() {
+fn list_found(dir: &std::path::Path, found: &[String]) -> String {
+    if !dir.is_dir() {
+        " (no such folder)".to_string()
+    } else if found.is_empty() {
         " (it holds no checkpoints)".to_string()
     } else {
         format!(" (it holds: {})", found.join(", "))

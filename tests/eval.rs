@@ -189,6 +189,9 @@ fn bad_eval_input_is_one_line() {
         "{line}"
     );
 
+    let line = assert_one_line_error(&eval("Pendulum-v1", &["--load-model-dir", "absent"]));
+    assert!(line.contains("in absent (no such folder)"), "{line}");
+
     fs::write(models.join("BreakoutNoFrameskip-v4.dat"), &dat).unwrap();
     let line = assert_one_line_error(&eval("BreakoutNoFrameskip-v4", &[]));
     assert!(line.contains("actor_linear.weight is [6, 16] there and [4, 16] here"), "{line}");
