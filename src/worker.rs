@@ -90,8 +90,13 @@ fn add_f64(counter: &AtomicU64, value: f64) {
     });
 }
 
-/// Adds the time since `*since` to `counter` and restarts the clock.
-fn lap(counter: &AtomicU64, since: &mut Instant) {
+/// Adds the time since `*since` to `counter` and restarts the clock. On a GPU it
+/// first waits for the device's queued work, so that a phase is charged with its own
+/// kernels rather than with whichever later phase happens to wait for them.
+fn lap(counter: &AtomicU64, since: &mut Instant, device: Device) {
+    if let Device::Cuda(index) = device {
+        tch::Cuda::synchronize(index as i64);
+    }
     let now = Instant::now();
     counter.fetch_add((now - *since).as_nanos() as u64, Ordering::Relaxed);
     *since = now;
@@ -242,7 +247,7 @@ impl Worker {
         let phases = &setup.counters.phases;
         let mut clock = Instant::now();
         pull(&setup.shared_parameters, local_parameters);
-        lap(&phases.pull, &mut clock);
+        lap(&phases.pull, &mut clock, device);
         let mut state =
             if self.done { LstmState::zeros(&setup.spec, device) } else { self.state.detached() };
         let mut done = false;
@@ -279,14 +284,14 @@ impl Worker {
         };
         self.state = state.detached();
         self.done = done;
-        lap(&phases.rollout, &mut clock);
+        lap(&phases.rollout, &mut clock, device);
         let loss = rollout.loss(bootstrap, &setup.loss);
         for parameter in local_parameters {
             let mut parameter = parameter.shallow_clone();
             parameter.zero_grad();
         }
         loss.total.backward();
-        lap(&phases.backward, &mut clock);
+        lap(&phases.backward, &mut clock, device);
         let mut gradients: Vec<Tensor> =
             local_parameters.iter().map(|parameter| parameter.grad()).collect();
         // Checked where they were computed, so a skipped update copies nothing.
@@ -294,10 +299,10 @@ impl Worker {
         if finite && device != Device::Cpu {
             gradients = gradients.iter().map(|gradient| gradient.to_device(Device::Cpu)).collect();
         }
-        lap(&phases.push, &mut clock);
+        lap(&phases.push, &mut clock, device);
         if finite {
             setup.optimizer.step(&setup.shared_parameters, &gradients);
-            lap(&phases.step, &mut clock);
+            lap(&phases.step, &mut clock, device);
             setup.counters.updates.fetch_add(1, Ordering::Relaxed);
             setup.counters.consecutive_skips.store(0, Ordering::Relaxed);
             let steps = rollout.len() as f64;
