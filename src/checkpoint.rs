@@ -34,6 +34,29 @@ pub struct Sidecar {
     pub args: serde_json::Value,
 }
 
+impl Sidecar {
+    /// Reads the sidecar at `path`.
+    pub fn read(path: &Path) -> Result<Self> {
+        let corrupt =
+            |reason: String| Error::CorruptCheckpoint { path: path.to_path_buf(), reason };
+        let text = fs::read_to_string(path).map_err(|err| corrupt(err.to_string()))?;
+        serde_json::from_str(&text).map_err(|err| corrupt(err.to_string()))
+    }
+
+    /// Refuses a checkpoint (at `path`) trained on another environment than `env`,
+    /// such as a renamed file.
+    pub fn check_env(&self, path: &Path, env: &str) -> Result<()> {
+        if self.env == env {
+            return Ok(());
+        }
+        Err(Error::CheckpointMismatch {
+            path: path.to_path_buf(),
+            detail: format!("it was trained on {}, not {env}", self.env),
+            advice: "pass the --env it was trained on",
+        })
+    }
+}
+
 /// File names of one environment's checkpoint in a folder.
 pub struct CheckpointFiles {
     pub model: PathBuf,
@@ -128,12 +151,7 @@ pub fn load(dir: &Path, env: &str) -> Result<Checkpoint> {
             found: checkpoints_in(dir),
         });
     }
-    let corrupt =
-        |path: &Path, reason: String| Error::CorruptCheckpoint { path: path.to_path_buf(), reason };
-    let text = fs::read_to_string(&files.sidecar)
-        .map_err(|err| corrupt(&files.sidecar, err.to_string()))?;
-    let sidecar: Sidecar =
-        serde_json::from_str(&text).map_err(|err| corrupt(&files.sidecar, err.to_string()))?;
+    let sidecar = Sidecar::read(&files.sidecar)?;
     let model = read_tensors(&files.model)?;
     let optimizer =
         if files.optimizer.exists() { Some(read_tensors(&files.optimizer)?) } else { None };

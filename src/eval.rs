@@ -3,19 +3,18 @@
 //! one, records some as GIFs if asked, and ends with a summary.
 
 use std::fs;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
 use tch::nn;
 
-use crate::checkpoint::{self, Sidecar};
+use crate::checkpoint::{self, CheckpointFiles, Sidecar};
 use crate::cli::EvalArgs;
 use crate::device;
 use crate::env::{self, CropTable, Env};
 use crate::error::{Error, Result};
-use crate::game_log;
+use crate::game_log::{self, GameLog};
 use crate::gif::GifWriter;
 use crate::model::{ActorCritic, ModelSpec};
 use crate::tester::play_greedy_game;
@@ -46,7 +45,11 @@ pub fn run(args: &EvalArgs) -> Result<()> {
     let crops = CropTable::from_flag(args.environment.env_config.as_deref())?;
     let mut env = env::make(env_id, &args.environment.options(&crops, args.seed))?;
     let path = checkpoint::find_model(&args.load_model_dir, env_id)?;
-    check_sidecar(&path, env_id)?;
+    // A model without a sidecar (PyTorch's) is checked by its shapes alone.
+    let sidecar = CheckpointFiles::new(&args.load_model_dir, env_id).sidecar;
+    if sidecar.exists() {
+        Sidecar::read(&sidecar)?.check_env(&path, env_id)?;
+    }
     let tensors = checkpoint::read_model(&path)?;
     let (hidden_size, lstm) = checkpoint::implied_architecture(&path, &tensors)?;
     let spec = ModelSpec::for_env(env.observation_shape(), env.action_space(), hidden_size, lstm);
@@ -58,7 +61,7 @@ pub fn run(args: &EvalArgs) -> Result<()> {
 
     let stem = env_id.replace('/', "_");
     let log_path = args.log_dir.join(format!("{stem}_mon_log"));
-    let mut log = game_log::create(&log_path, args)?;
+    let mut log = GameLog::create(&log_path, args)?;
     let record_dir =
         args.record_dir.clone().unwrap_or_else(|| args.log_dir.join(format!("{stem}_games")));
     if args.render {
@@ -105,11 +108,7 @@ pub fn run(args: &EvalArgs) -> Result<()> {
         let mean = rewards.iter().sum::<f64>() / rewards.len() as f64;
         let line = game_log::game_line(started.elapsed(), reward, length, mean);
         say(&line);
-        writeln!(log, "{line}").map_err(|source| Error::Io {
-            action: "write the log",
-            path: log_path.clone(),
-            source,
-        })?;
+        log.write_line(&line)?;
         if let Some(recorder) = recorder {
             let file = recorder.finish()?;
             say(&format!("recorded game {} in {}", episode + 1, file.display()));
@@ -118,36 +117,13 @@ pub fn run(args: &EvalArgs) -> Result<()> {
     }
 
     let summary = summarize(env_id, &path, rewards, lengths, started.elapsed(), recordings);
+    let line = summary_line(&summary);
     if args.json {
         println!("{}", serde_json::to_string(&summary).expect("the summary serialises"));
     } else {
-        println!("{}", summary_line(&summary));
+        println!("{line}");
     }
-    writeln!(log, "{}", summary_line(&summary)).map_err(|source| Error::Io {
-        action: "write the log",
-        path: log_path.clone(),
-        source,
-    })?;
-    Ok(())
-}
-
-/// Refuses a checkpoint whose sidecar says it was trained on another environment
-/// (a renamed file); a model without a sidecar (PyTorch's) is checked by shapes only.
-fn check_sidecar(model: &Path, env_id: &str) -> Result<()> {
-    let sidecar_path = model.with_extension("json");
-    let Ok(text) = fs::read_to_string(&sidecar_path) else { return Ok(()) };
-    let sidecar: Sidecar = serde_json::from_str(&text).map_err(|err| Error::CorruptCheckpoint {
-        path: sidecar_path.clone(),
-        reason: err.to_string(),
-    })?;
-    if sidecar.env != env_id {
-        return Err(Error::CheckpointMismatch {
-            path: model.to_path_buf(),
-            detail: format!("its sidecar says it was trained on {}, not {env_id}", sidecar.env),
-            advice: "evaluate it with the --env it was trained on",
-        });
-    }
-    Ok(())
+    log.write_line(&line)
 }
 
 fn summarize(

@@ -4,27 +4,52 @@
 
 use std::fs::{self, File};
 use std::io::Write;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde::Serialize;
 
 use crate::error::{Error, Result};
 
-/// Creates (or truncates) the log at `path`, starting with the run's arguments.
-pub fn create(path: &Path, args: &impl Serialize) -> Result<File> {
-    let io = |action, source| Error::Io { action, path: path.to_path_buf(), source };
-    if let Some(dir) = path.parent() {
-        fs::create_dir_all(dir).map_err(|source| io("create the log folder for", source))?;
-    }
-    let mut file = File::create(path).map_err(|source| io("create the log", source))?;
-    let arguments = serde_json::to_value(args).expect("arguments serialise");
-    if let Some(map) = arguments.as_object() {
-        for (key, value) in map {
-            writeln!(file, "{key}: {value}").map_err(|source| io("write the log", source))?;
+/// An open game log.
+pub struct GameLog {
+    file: File,
+    path: PathBuf,
+}
+
+impl GameLog {
+    /// Creates (or truncates) the log at `path`, starting with the run's arguments.
+    pub fn create(path: &Path, args: &impl Serialize) -> Result<Self> {
+        if let Some(dir) = path.parent() {
+            fs::create_dir_all(dir).map_err(|source| Error::Io {
+                action: "create the log folder for",
+                path: path.to_path_buf(),
+                source,
+            })?;
         }
+        let file = File::create(path).map_err(|source| Error::Io {
+            action: "create the log",
+            path: path.to_path_buf(),
+            source,
+        })?;
+        let mut log = GameLog { file, path: path.to_path_buf() };
+        let arguments = serde_json::to_value(args).expect("arguments serialise");
+        if let Some(map) = arguments.as_object() {
+            for (key, value) in map {
+                log.write_line(&format!("{key}: {value}"))?;
+            }
+        }
+        Ok(log)
     }
-    Ok(file)
+
+    /// Appends one line.
+    pub fn write_line(&mut self, line: &str) -> Result<()> {
+        writeln!(self.file, "{line}").map_err(|source| Error::Io {
+            action: "write the log",
+            path: self.path.clone(),
+            source,
+        })
+    }
 }
 
 /// One game's line: `Time 00h 01m 23s, episode reward R, episode length N, reward mean M`.

@@ -3,7 +3,6 @@
 //! budgets, signals), then stop them all and write the final checkpoint.
 
 use std::collections::VecDeque;
-use std::io::Write;
 use std::panic::{self, AssertUnwindSafe};
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
@@ -19,7 +18,7 @@ use crate::cli::{OptimizerName, TrainArgs};
 use crate::device;
 use crate::env::{self, CropTable};
 use crate::error::{Error, Result};
-use crate::game_log;
+use crate::game_log::{self, GameLog};
 use crate::model::{ActorCritic, ModelSpec};
 use crate::rollout::{LossConfig, RewardShaping};
 use crate::shared_optim::{OptimizerKind, SharedOptimizer};
@@ -85,7 +84,7 @@ pub fn run(args: &TrainArgs) -> Result<()> {
     }
 
     let log_path = args.log_dir.join(format!("{}_log", args.environment.env.replace('/', "_")));
-    let mut log = game_log::create(&log_path, args)?;
+    let mut log = GameLog::create(&log_path, args)?;
     let mut board = if args.tensorboard_logger {
         Some(Board::create(&args.tensorboard_dir, &args.environment.env)?)
     } else {
@@ -227,12 +226,8 @@ pub fn run(args: &TrainArgs) -> Result<()> {
                 }
                 let line = game_log::game_line(game.finished_at, game.reward, game.length, mean);
                 println!("{line}");
-                if let Err(err) = writeln!(log, "{line}") {
-                    monitor_error = Some(Error::Io {
-                        action: "write the log",
-                        path: log_path.clone(),
-                        source: err,
-                    });
+                if let Err(err) = log.write_line(&line) {
+                    monitor_error = Some(err);
                     stop.request(StopReason::Failure("cannot write the log".into()));
                 }
                 if !args.save_max || game.reward >= best {
@@ -340,16 +335,7 @@ fn resume(
     optimizer: &SharedOptimizer,
 ) -> Result<SavedCounters> {
     let loaded = checkpoint::load(&args.load_model_dir, &args.environment.env)?;
-    if loaded.sidecar.env != args.environment.env {
-        return Err(Error::CheckpointMismatch {
-            path: loaded.files.sidecar.clone(),
-            detail: format!(
-                "it was trained on {} and this run is {}",
-                loaded.sidecar.env, args.environment.env
-            ),
-            advice: "pass the --env it was trained on",
-        });
-    }
+    loaded.sidecar.check_env(&loaded.files.sidecar, &args.environment.env)?;
     let advice =
         "pass the flags it was trained with (its .json sidecar lists them) or start without --load";
     checkpoint::copy_matching(&loaded.files.model, &loaded.model, model.parameters(), advice)?;
