@@ -1,17 +1,30 @@
 //! Checkpoints: the model as safetensors under the reference's parameter names, the
 //! optimizer statistics beside it, and a JSON sidecar with the env id, the model's
-//! dimensions, the arguments and the counters. Every file is written to a temporary
-//! name and renamed, so a crash mid-write never destroys the last good checkpoint.
+//! dimensions, the arguments, the counters and the SHA-256 of the other two files.
+//!
+//! A checkpoint is three files, and a kill can land between any two renames, so the
+//! set is made atomic as a whole rather than file by file: every file is written to a
+//! temporary name and synced first; the complete set in place is then linked to
+//! `<env>.prev.*`, and only after that are the new files renamed over the old ones,
+//! sidecar last. Whatever instant a kill lands on, one of the two sets is complete,
+//! and the sidecar's checksums tell which. Loading takes the current set when its
+//! checksums hold and the previous one, with a warning, when they do not.
 
-use std::fs;
+use std::fs::{self, File, OpenOptions, TryLockError};
+use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
-use tch::Tensor;
+use sha2::{Digest, Sha256};
+use tch::{Kind, Tensor};
 
 use crate::error::{Error, Result};
 use crate::model::ModelSpec;
 use crate::shared_optim::OptimizerKind;
+
+/// The largest counter a checkpoint may hold: 2^53, the largest integer every JSON
+/// reader keeps exactly; a run would need centuries to reach it, so more means damage.
+pub const MAX_COUNTER: u64 = 1 << 53;
 
 /// Counters a run resumes from.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -22,6 +35,27 @@ pub struct Counters {
     pub test_games: u64,
 }
 
+impl Counters {
+    /// The first counter beyond [`MAX_COUNTER`], by name.
+    fn out_of_range(&self) -> Option<(&'static str, u64)> {
+        [
+            ("agent_steps", self.agent_steps),
+            ("env_frames", self.env_frames),
+            ("updates", self.updates),
+            ("test_games", self.test_games),
+        ]
+        .into_iter()
+        .find(|(_, value)| *value > MAX_COUNTER)
+    }
+}
+
+/// SHA-256 digests (hex) of a checkpoint's tensor files, as written.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Checksums {
+    pub model: String,
+    pub optimizer: String,
+}
+
 /// The JSON file beside the model.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Sidecar {
@@ -30,17 +64,33 @@ pub struct Sidecar {
     pub model: ModelSpec,
     pub optimizer: OptimizerKind,
     pub counters: Counters,
+    /// The best test-game score of the run so far, so that a resumed --save-max run
+    /// does not replace the saved weights with worse ones.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub best_score: Option<f64>,
+    /// Set when the checkpoint is written; absent in checkpoints of a3g 0.1 before
+    /// checksums, which are then taken as they are.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checksums: Option<Checksums>,
     /// The arguments of the run that wrote it.
     pub args: serde_json::Value,
 }
 
 impl Sidecar {
-    /// Reads the sidecar at `path`.
+    /// Reads the sidecar at `path`, which must exist.
     pub fn read(path: &Path) -> Result<Self> {
         let corrupt =
             |reason: String| Error::CorruptCheckpoint { path: path.to_path_buf(), reason };
         let text = fs::read_to_string(path).map_err(|err| corrupt(err.to_string()))?;
-        serde_json::from_str(&text).map_err(|err| corrupt(err.to_string()))
+        let sidecar: Sidecar =
+            serde_json::from_str(&text).map_err(|err| corrupt(err.to_string()))?;
+        if let Some((name, value)) = sidecar.counters.out_of_range() {
+            return Err(corrupt(format!("its counter {name} is {value}, beyond any real run")));
+        }
+        if sidecar.best_score.is_some_and(|score| !score.is_finite()) {
+            return Err(corrupt("its best score is not a finite number".into()));
+        }
+        Ok(sidecar)
     }
 
     /// Refuses a checkpoint (at `path`) trained on another environment than `env`,
@@ -58,6 +108,7 @@ impl Sidecar {
 }
 
 /// File names of one environment's checkpoint in a folder.
+#[derive(Clone, Debug)]
 pub struct CheckpointFiles {
     pub model: PathBuf,
     pub optimizer: PathBuf,
@@ -67,116 +118,475 @@ pub struct CheckpointFiles {
 impl CheckpointFiles {
     /// The files for `env` in `dir`; `/` in ids (ALE/Pong-v5) becomes `_`.
     pub fn new(dir: &Path, env: &str) -> Self {
-        let stem = env.replace('/', "_");
+        Self::with_stem(dir, &env.replace('/', "_"))
+    }
+
+    /// The set the last save replaced, kept until the next save completes.
+    pub fn previous(dir: &Path, env: &str) -> Self {
+        Self::with_stem(dir, &format!("{}.prev", env.replace('/', "_")))
+    }
+
+    fn with_stem(dir: &Path, stem: &str) -> Self {
         CheckpointFiles {
             model: dir.join(format!("{stem}.safetensors")),
             optimizer: dir.join(format!("{stem}.optimizer.safetensors")),
             sidecar: dir.join(format!("{stem}.json")),
         }
     }
+
+    /// In the order a save renames them: the sidecar, which vouches for the others,
+    /// comes last.
+    fn all(&self) -> [&PathBuf; 3] {
+        [&self.model, &self.optimizer, &self.sidecar]
+    }
+
+    /// Whether any file of the set is on disk.
+    pub fn any_exists(&self) -> bool {
+        self.all().iter().any(|path| path.exists())
+    }
 }
 
-/// Writes a checkpoint: all three files go to temporary names first, then each is
-/// renamed over the old one.
-pub fn save(
-    dir: &Path,
-    sidecar: &Sidecar,
-    model: &[(String, Tensor)],
-    optimizer: &[(String, &Tensor)],
-) -> Result<()> {
+/// The temporary name a file is written under by this process.
+fn temporary(path: &Path) -> PathBuf {
+    let mut name = path.as_os_str().to_owned();
+    name.push(format!(".tmp{}", std::process::id()));
+    PathBuf::from(name)
+}
+
+/// Removes temporaries (`*.tmp<PID>`) left in `dir` by processes that no longer run,
+/// such as a killed run; returns how many. The caller holds the folder's lock, so no
+/// live run of another process is writing here either.
+pub fn remove_stale_temporaries(dir: &Path) -> usize {
+    let Ok(entries) = fs::read_dir(dir) else { return 0 };
+    let mut removed = 0;
+    for entry in entries.filter_map(|entry| entry.ok()) {
+        let name = entry.file_name();
+        let Some(name) = name.to_str() else { continue };
+        let Some((_, pid)) = name.rsplit_once(".tmp") else { continue };
+        let Ok(pid) = pid.parse::<u32>() else { continue };
+        let alive = pid == std::process::id() || Path::new(&format!("/proc/{pid}")).exists();
+        if !alive && fs::remove_file(entry.path()).is_ok() {
+            removed += 1;
+        }
+    }
+    removed
+}
+
+/// A checkpoint folder held by one run: an advisory lock on `<dir>/.a3g.lock`, which
+/// the operating system releases when the run ends, however it ends. Two runs writing
+/// one folder would interleave their sets.
+pub struct FolderLock {
+    _file: File,
+}
+
+/// Takes `dir` (creating it) for a run training `env`, or names the run holding it.
+pub fn lock_folder(dir: &Path, env: &str) -> Result<FolderLock> {
     fs::create_dir_all(dir).map_err(|source| Error::Io {
         action: "create the checkpoint folder",
         path: dir.to_path_buf(),
         source,
     })?;
-    let files = CheckpointFiles::new(dir, &sidecar.env);
-    let temporary = |path: &Path| {
-        let mut name = path.as_os_str().to_owned();
-        name.push(format!(".tmp{}", std::process::id()));
-        PathBuf::from(name)
-    };
-    let model_refs: Vec<(&str, &Tensor)> =
-        model.iter().map(|(name, tensor)| (name.as_str(), tensor)).collect();
-    write_tensors(&temporary(&files.model), &model_refs)?;
-    let optimizer_refs: Vec<(&str, &Tensor)> =
-        optimizer.iter().map(|(name, tensor)| (name.as_str(), *tensor)).collect();
-    write_tensors(&temporary(&files.optimizer), &optimizer_refs)?;
-    let json = serde_json::to_string_pretty(sidecar).expect("the sidecar serialises");
-    fs::write(temporary(&files.sidecar), json + "\n").map_err(|source| Error::Io {
-        action: "write",
-        path: temporary(&files.sidecar),
-        source,
-    })?;
-    for path in [&files.model, &files.optimizer, &files.sidecar] {
-        fs::rename(temporary(path), path).map_err(|source| Error::Io {
-            action: "rename into place",
-            path: path.clone(),
+    let path = dir.join(".a3g.lock");
+    let io = |source| Error::Io { action: "lock", path: path.clone(), source };
+    let mut file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(&path)
+        .map_err(io)?;
+    match file.try_lock() {
+        Ok(()) => {
+            // Only for the message another run shows; the lock itself is what counts.
+            let holder = format!("PID {}, training {env}\n", std::process::id());
+            file.set_len(0).and_then(|()| file.write_all(holder.as_bytes())).map_err(io)?;
+            Ok(FolderLock { _file: file })
+        }
+        Err(TryLockError::WouldBlock) => {
+            let mut holder = String::new();
+            let _ = file.read_to_string(&mut holder);
+            let holder = holder.trim();
+            Err(Error::FolderInUse {
+                dir: dir.to_path_buf(),
+                holder: if holder.is_empty() { "PID unknown".into() } else { holder.to_string() },
+            })
+        }
+        Err(TryLockError::Error(source)) => Err(io(source)),
+    }
+}
+
+/// Writes one environment's checkpoints into a folder, a whole set at a time.
+pub struct CheckpointWriter {
+    current: CheckpointFiles,
+    previous: CheckpointFiles,
+    /// Whether the set in place is complete and verified, and so worth keeping as the
+    /// previous set when the next one replaces it. A damaged set is never kept.
+    current_is_complete: bool,
+}
+
+impl CheckpointWriter {
+    /// Prepares to write `env`'s checkpoints into `dir`, creating it.
+    pub fn new(dir: &Path, env: &str) -> Result<Self> {
+        fs::create_dir_all(dir).map_err(|source| Error::Io {
+            action: "create the checkpoint folder",
+            path: dir.to_path_buf(),
             source,
         })?;
+        let current = CheckpointFiles::new(dir, env);
+        let current_is_complete = read_set(&current, Purpose::Resume).is_ok();
+        Ok(CheckpointWriter {
+            current,
+            previous: CheckpointFiles::previous(dir, env),
+            current_is_complete,
+        })
     }
-    Ok(())
+
+    /// The model file a save writes.
+    pub fn model_file(&self) -> &Path {
+        &self.current.model
+    }
+
+    /// Saves a checkpoint. Refuses non-finite weights or statistics, leaving the
+    /// checkpoint in place untouched.
+    pub fn save(
+        &mut self,
+        sidecar: &Sidecar,
+        model: &[(String, Tensor)],
+        optimizer: &[(String, &Tensor)],
+    ) -> Result<()> {
+        let model: Vec<(&str, &Tensor)> =
+            model.iter().map(|(name, t)| (name.as_str(), t)).collect();
+        let optimizer: Vec<(&str, &Tensor)> =
+            optimizer.iter().map(|(name, t)| (name.as_str(), *t)).collect();
+        let model_bytes = serialize(&self.current.model, &model)?;
+        let optimizer_bytes = serialize(&self.current.optimizer, &optimizer)?;
+        let mut sidecar = sidecar.clone();
+        sidecar.checksums =
+            Some(Checksums { model: sha256(&model_bytes), optimizer: sha256(&optimizer_bytes) });
+        let json = serde_json::to_string_pretty(&sidecar).map_err(|err| Error::Io {
+            action: "write",
+            path: self.current.sidecar.clone(),
+            source: std::io::Error::other(err),
+        })? + "\n";
+        let contents = [model_bytes, optimizer_bytes, json.into_bytes()];
+        let written = self
+            .current
+            .all()
+            .into_iter()
+            .zip(&contents)
+            .try_for_each(|(path, bytes)| write_synced(&temporary(path), bytes));
+        if let Err(err) = written {
+            for path in self.current.all() {
+                let _ = fs::remove_file(temporary(path));
+            }
+            return Err(err);
+        }
+        if self.current_is_complete {
+            for (current, previous) in self.current.all().into_iter().zip(self.previous.all()) {
+                // A link, not a copy: the old set stays where it is until renamed over.
+                let _ = fs::remove_file(temporary(previous));
+                fs::hard_link(current, temporary(previous))
+                    .and_then(|()| fs::rename(temporary(previous), previous))
+                    .map_err(|source| Error::Io {
+                        action: "keep the previous checkpoint as",
+                        path: previous.clone(),
+                        source,
+                    })?;
+            }
+        }
+        for path in self.current.all() {
+            fs::rename(temporary(path), path).map_err(|source| Error::Io {
+                action: "rename into place",
+                path: path.clone(),
+                source,
+            })?;
+        }
+        if let Some(dir) = self.current.model.parent() {
+            // The renames themselves are durable only once the folder is synced.
+            let _ = File::open(dir).and_then(|dir| dir.sync_all());
+        }
+        self.current_is_complete = true;
+        Ok(())
+    }
 }
 
-fn write_tensors(path: &Path, tensors: &[(&str, &Tensor)]) -> Result<()> {
-    // Copies taken first: workers keep updating the shared weights while we write.
-    let copies: Vec<(&str, Tensor)> = tch::no_grad(|| {
-        tensors
-            .iter()
-            .map(|(name, tensor)| (*name, tensor.to_device(tch::Device::Cpu).copy()))
-            .collect()
-    });
-    Tensor::write_safetensors(&copies, path).map_err(|err| Error::Io {
-        action: "write",
-        path: path.to_path_buf(),
-        source: std::io::Error::other(err.to_string()),
-    })
+fn write_synced(path: &Path, bytes: &[u8]) -> Result<()> {
+    let io = |source| Error::Io { action: "write", path: path.to_path_buf(), source };
+    let mut file = File::create(path).map_err(io)?;
+    file.write_all(bytes).map_err(io)?;
+    file.sync_all().map_err(io)
 }
 
-/// A checkpoint read from disk, not yet checked against a model.
+fn sha256(bytes: &[u8]) -> String {
+    Sha256::digest(bytes).iter().map(|byte| format!("{byte:02x}")).collect()
+}
+
+/// A tensor's bytes as safetensors wants them.
+struct TensorBytes {
+    dtype: safetensors::Dtype,
+    shape: Vec<usize>,
+    data: Vec<u8>,
+}
+
+impl safetensors::View for &TensorBytes {
+    fn dtype(&self) -> safetensors::Dtype {
+        self.dtype
+    }
+    fn shape(&self) -> &[usize] {
+        &self.shape
+    }
+    fn data(&self) -> std::borrow::Cow<'_, [u8]> {
+        (&self.data).into()
+    }
+    fn data_len(&self) -> usize {
+        self.data.len()
+    }
+}
+
+/// The safetensors bytes of `tensors`, refused (naming the first) if any value is not
+/// finite: such weights would replace a good checkpoint with one that cannot play.
+fn serialize(path: &Path, tensors: &[(&str, &Tensor)]) -> Result<Vec<u8>> {
+    let mut views = Vec::with_capacity(tensors.len());
+    for (name, tensor) in tensors {
+        // A copy first: workers keep updating the shared weights while we write.
+        let copy =
+            tch::no_grad(|| tensor.to_device(tch::Device::Cpu).to_kind(Kind::Float).contiguous());
+        if !all_finite(&copy) {
+            return Err(Error::NonFinite { path: path.to_path_buf(), tensor: name.to_string() });
+        }
+        let numel = copy.numel();
+        let mut values = vec![0f32; numel];
+        copy.f_copy_data(&mut values, numel)?;
+        let data = values.iter().flat_map(|value| value.to_le_bytes()).collect();
+        let shape = copy.size().iter().map(|&size| size as usize).collect();
+        views.push((name.to_string(), TensorBytes { dtype: safetensors::Dtype::F32, shape, data }));
+    }
+    safetensors::serialize(views.iter().map(|(name, view)| (name.as_str(), view)), &None).map_err(
+        |err| Error::Io {
+            action: "encode",
+            path: path.to_path_buf(),
+            source: std::io::Error::other(err.to_string()),
+        },
+    )
+}
+
+/// Whether every value of a floating-point tensor is finite.
+pub fn all_finite(tensor: &Tensor) -> bool {
+    if tensor.numel() == 0 || !tensor.is_floating_point() {
+        return true;
+    }
+    tch::no_grad(|| tensor.isfinite().all().int64_value(&[]) != 0)
+}
+
+/// A checkpoint read from disk and verified, not yet checked against a model.
 pub struct Checkpoint {
+    /// The set it was read from: the current one, or the previous one when the
+    /// current one was torn or damaged.
     pub files: CheckpointFiles,
     pub sidecar: Sidecar,
     pub model: Vec<(String, Tensor)>,
-    /// Optimizer statistics, if the file exists.
+    /// Optimizer statistics; `None` only for a checkpoint of a3g 0.1 before checksums
+    /// whose statistics file is missing.
     pub optimizer: Option<Vec<(String, Tensor)>>,
 }
 
-/// Reads the checkpoint of `env` in `dir`.
+/// What a checkpoint is read for, which decides the files it needs.
+#[derive(Clone, Copy, PartialEq)]
+enum Purpose {
+    /// `--load`: the model, its sidecar and its optimizer statistics.
+    Resume,
+    /// `a3g eval`: the model alone, checked against its sidecar when there is one.
+    Play,
+}
+
+/// Reads the checkpoint of `env` in `dir` to resume training from: the current set
+/// if it is complete and sound, else the previous set (saying so on stderr), else the
+/// current set's error.
 pub fn load(dir: &Path, env: &str) -> Result<Checkpoint> {
-    let files = CheckpointFiles::new(dir, env);
-    if !files.model.exists() {
+    load_for(dir, env, Purpose::Resume)
+}
+
+fn load_for(dir: &Path, env: &str, purpose: Purpose) -> Result<Checkpoint> {
+    let current = CheckpointFiles::new(dir, env);
+    let previous = CheckpointFiles::previous(dir, env);
+    if !current.model.exists() && !previous.model.exists() {
         return Err(Error::NoCheckpoint {
             dir: dir.to_path_buf(),
             env: env.to_string(),
             found: checkpoints_in(dir),
         });
     }
-    let sidecar = Sidecar::read(&files.sidecar)?;
-    let model = read_tensors(&files.model)?;
-    let optimizer =
-        if files.optimizer.exists() { Some(read_tensors(&files.optimizer)?) } else { None };
-    Ok(Checkpoint { files, sidecar, model, optimizer })
-}
-
-fn read_tensors(path: &Path) -> Result<Vec<(String, Tensor)>> {
-    // tch reports a damaged file through a panic in some versions; either way the
-    // user gets one line naming the file.
-    let result = std::panic::catch_unwind(|| Tensor::read_safetensors(path));
-    match result {
-        Ok(Ok(tensors)) => Ok(tensors),
-        Ok(Err(err)) => Err(Error::CorruptCheckpoint {
-            path: path.to_path_buf(),
-            reason: first_line(&err.to_string()),
-        }),
-        Err(_) => Err(Error::CorruptCheckpoint {
-            path: path.to_path_buf(),
-            reason: "unreadable safetensors data".into(),
-        }),
+    let problem = match read_set(&current, purpose) {
+        Ok(checkpoint) => return Ok(checkpoint),
+        Err(problem) => problem,
+    };
+    match read_set(&previous, purpose) {
+        Ok(checkpoint) => {
+            crate::console::warn(&format!(
+                "warning: {}; using the previous complete checkpoint {} instead",
+                problem.report(),
+                previous.model.display()
+            ));
+            Ok(checkpoint)
+        }
+        Err(_) => Err(problem),
     }
 }
 
-fn first_line(text: &str) -> String {
-    text.lines().next().unwrap_or("").to_string()
+/// Reads and verifies one set. To play, a lone model file (one made outside a3g) is
+/// read by itself.
+fn read_set(files: &CheckpointFiles, purpose: Purpose) -> Result<Checkpoint> {
+    let missing = |missing: &Path| Error::IncompleteCheckpoint {
+        path: files.model.clone(),
+        missing: missing.to_path_buf(),
+    };
+    if !files.model.exists() {
+        return Err(missing(&files.model));
+    }
+    if !files.sidecar.exists() {
+        if purpose == Purpose::Resume {
+            return Err(missing(&files.sidecar));
+        }
+        let model = read_tensors(&files.model, None)?;
+        return Ok(Checkpoint {
+            files: files.clone(),
+            sidecar: lone_model_sidecar(),
+            model,
+            optimizer: None,
+        });
+    }
+    let sidecar = Sidecar::read(&files.sidecar)?;
+    let checksums = sidecar.checksums.as_ref();
+    let model =
+        read_tensors(&files.model, checksums.map(|sums| (sums.model.as_str(), &files.sidecar)))?;
+    let optimizer = if purpose == Purpose::Play {
+        None
+    } else if files.optimizer.exists() {
+        let checksum = checksums.map(|sums| (sums.optimizer.as_str(), &files.sidecar));
+        Some(read_tensors(&files.optimizer, checksum)?)
+    } else if checksums.is_some() {
+        return Err(missing(&files.optimizer));
+    } else {
+        None
+    };
+    if let Some(statistics) = &optimizer {
+        check_statistics(&files.optimizer, statistics)?;
+    }
+    Ok(Checkpoint { files: files.clone(), sidecar, model, optimizer })
+}
+
+/// Stands in for the sidecar of a model file made outside a3g; eval needs none.
+fn lone_model_sidecar() -> Sidecar {
+    Sidecar {
+        a3g_version: String::new(),
+        env: String::new(),
+        model: ModelSpec {
+            body: crate::model::Body::AtariLstm,
+            hidden_size: 0,
+            head: crate::model::Head::Discrete { actions: 0 },
+        },
+        optimizer: OptimizerKind::RmsProp,
+        counters: Counters::default(),
+        best_score: None,
+        checksums: None,
+        args: serde_json::Value::Null,
+    }
+}
+
+/// Second moments are averages of squares: a negative one would make the update's
+/// square root NaN.
+fn check_statistics(path: &Path, statistics: &[(String, Tensor)]) -> Result<()> {
+    for (name, tensor) in statistics {
+        let squares = name.ends_with("square_avg") || name.ends_with("_sq");
+        if squares && tch::no_grad(|| tensor.lt(0.0).any().int64_value(&[]) != 0) {
+            return Err(Error::CorruptCheckpoint {
+                path: path.to_path_buf(),
+                reason: format!("{name} holds negative values, which an average of squares cannot"),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Reads a safetensors file, checking it against `checksum` (the digest and the
+/// sidecar that records it) when given, and refusing non-finite values.
+fn read_tensors(path: &Path, checksum: Option<(&str, &PathBuf)>) -> Result<Vec<(String, Tensor)>> {
+    let corrupt = |reason: String| Error::CorruptCheckpoint { path: path.to_path_buf(), reason };
+    let bytes = fs::read(path).map_err(|source| Error::Io {
+        action: "read",
+        path: path.to_path_buf(),
+        source,
+    })?;
+    if let Some((expected, sidecar)) = checksum {
+        if sha256(&bytes) != expected {
+            return Err(corrupt(format!(
+                "its contents do not match the checksum {} records (an interrupted save or a damaged disk)",
+                sidecar.display()
+            )));
+        }
+    }
+    let file = safetensors::SafeTensors::deserialize(&bytes)
+        .map_err(|err| corrupt(safetensors_problem(&err)))?;
+    let mut tensors = Vec::new();
+    for (name, view) in file.tensors() {
+        let kind = match view.dtype() {
+            safetensors::Dtype::F32 => Kind::Float,
+            safetensors::Dtype::F64 => Kind::Double,
+            safetensors::Dtype::F16 => Kind::Half,
+            safetensors::Dtype::BF16 => Kind::BFloat16,
+            other => {
+                return Err(corrupt(format!("{name} has element type {other:?}, not a float type")))
+            }
+        };
+        let shape: Vec<i64> = view.shape().iter().map(|&size| size as i64).collect();
+        // safetensors checked that the data's length is the shape's byte count.
+        let tensor = Tensor::f_from_data_size(view.data(), &shape, kind)?.to_kind(Kind::Float);
+        if !all_finite(&tensor) {
+            return Err(corrupt(format!("{name} holds NaN or infinite values")));
+        }
+        tensors.push((name, tensor));
+    }
+    tensors.sort_by(|a, b| a.0.cmp(&b.0));
+    Ok(tensors)
+}
+
+/// What is wrong with a file the safetensors reader refused, in words (its own
+/// messages are Rust debug text).
+fn safetensors_problem(error: &safetensors::SafeTensorError) -> String {
+    use safetensors::SafeTensorError as Problem;
+    match error {
+        Problem::HeaderTooSmall | Problem::HeaderTooLarge | Problem::InvalidHeaderLength => {
+            "it is too short for its header, or not a safetensors file (truncated?)".into()
+        }
+        Problem::InvalidHeader
+        | Problem::InvalidHeaderStart
+        | Problem::InvalidHeaderDeserialization => {
+            "its header is not the JSON a safetensors file starts with".into()
+        }
+        Problem::MetadataIncompleteBuffer => {
+            "it is shorter than its header says (truncated?)".into()
+        }
+        Problem::InvalidOffset(name) => format!("the data of tensor {name} is misplaced"),
+        Problem::TensorInvalidInfo | Problem::ValidationOverflow => {
+            "a tensor's shape does not match the bytes it has".into()
+        }
+        other => format!("not valid safetensors data ({other})"),
+    }
+}
+
+/// Reads the model `a3g eval` plays: a3g's own checkpoint (verified as `--load`
+/// does, with the same fallback), else the first PyTorch file of `find_model`.
+pub fn load_model(dir: &Path, env: &str) -> Result<(PathBuf, Vec<(String, Tensor)>)> {
+    let current = CheckpointFiles::new(dir, env);
+    let previous = CheckpointFiles::previous(dir, env);
+    if current.sidecar.exists() || previous.sidecar.exists() {
+        let checkpoint = load_for(dir, env, Purpose::Play)?;
+        checkpoint.sidecar.check_env(&checkpoint.files.model, env)?;
+        return Ok((checkpoint.files.model, checkpoint.model));
+    }
+    let path = find_model(dir, env)?;
+    let tensors = read_model(&path)?;
+    Ok((path, tensors))
 }
 
 /// Model file extensions, in the order they are looked for: a3g's safetensors,
@@ -199,13 +609,19 @@ pub fn find_model(dir: &Path, env: &str) -> Result<PathBuf> {
 }
 
 /// Reads a model's tensors from safetensors or, by any other extension, from a
-/// PyTorch `torch.save(state_dict)` file.
+/// PyTorch `torch.save(state_dict)` file; either way non-finite values are refused.
 pub fn read_model(path: &Path) -> Result<Vec<(String, Tensor)>> {
     if path.extension().is_some_and(|extension| extension == "safetensors") {
-        read_tensors(path)
-    } else {
-        crate::torch_file::read_state_dict(path)
+        return read_tensors(path, None);
     }
+    let tensors = crate::torch_file::read_state_dict(path)?;
+    if let Some((name, _)) = tensors.iter().find(|(_, tensor)| !all_finite(tensor)) {
+        return Err(Error::CorruptCheckpoint {
+            path: path.to_path_buf(),
+            reason: format!("{name} holds NaN or infinite values"),
+        });
+    }
+    Ok(tensors)
 }
 
 /// The sizes a checkpoint's tensors imply: the width of the layer before the heads
@@ -243,6 +659,7 @@ pub fn checkpoints_in(dir: &Path) -> Vec<String> {
                         .iter()
                         .any(|extension| name.ends_with(&format!(".{extension}")))
                         && !name.ends_with(".optimizer.safetensors")
+                        && !name.contains(".prev.")
                 })
                 .collect()
         })
@@ -311,6 +728,8 @@ mod tests {
             },
             optimizer: OptimizerKind::RmsProp,
             counters: Counters { agent_steps: 7, env_frames: 28, updates: 1, test_games: 0 },
+            best_score: Some(12.0),
+            checksums: None,
             args: serde_json::json!({"lr": 0.1}),
         }
     }
@@ -325,15 +744,16 @@ mod tests {
             ("a.bias".to_string(), Tensor::from_slice(&[3.0f32])),
         ];
         let statistic = Tensor::from_slice(&[0.5f32, 0.25]);
-        save(
-            &dir,
-            &sidecar("ALE/Pong-v5"),
-            &model,
-            &[("a.weight.square_avg".to_string(), &statistic)],
-        )
-        .unwrap();
+        CheckpointWriter::new(&dir, "ALE/Pong-v5")
+            .unwrap()
+            .save(
+                &sidecar("ALE/Pong-v5"),
+                &model,
+                &[("a.weight.square_avg".to_string(), &statistic)],
+            )
+            .unwrap();
         let loaded = load(&dir, "ALE/Pong-v5").unwrap();
-        assert_eq!(loaded.sidecar, sidecar("ALE/Pong-v5"));
+        assert_eq!(Sidecar { checksums: None, ..loaded.sidecar }, sidecar("ALE/Pong-v5"));
         assert!(loaded.files.model.ends_with("ALE_Pong-v5.safetensors"));
         let target = vec![
             ("a.weight".to_string(), Tensor::zeros([2], (tch::Kind::Float, tch::Device::Cpu))),
@@ -362,7 +782,10 @@ mod tests {
             "lstm.weight_ih".to_string(),
             Tensor::zeros([8, 4], (tch::Kind::Float, tch::Device::Cpu)),
         )];
-        save(&dir, &sidecar("CartPole-v1"), &model, &[]).unwrap();
+        CheckpointWriter::new(&dir, "CartPole-v1")
+            .unwrap()
+            .save(&sidecar("CartPole-v1"), &model, &[])
+            .unwrap();
         let loaded = load(&dir, "CartPole-v1").unwrap();
         let target = vec![(
             "lstm.weight_ih".to_string(),

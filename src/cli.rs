@@ -51,6 +51,7 @@ pub struct EnvArgs {
     /// Per-game crop rows for Atari preprocessing (default: the built-in
     /// configs/atari_crop.json).
     #[arg(long, value_name = "FILE", help_heading = "Environment")]
+    #[serde(serialize_with = "lossy_optional_path")]
     pub env_config: Option<PathBuf>,
     /// Emulator frames per agent step for NoFrameskip ids.
     #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..), help_heading = "Environment")]
@@ -109,8 +110,8 @@ pub struct TrainArgs {
     /// Shared optimizer.
     #[arg(long, value_enum, default_value_t = OptimizerName::Adam, help_heading = "Optimization")]
     pub optimizer: OptimizerName,
-    /// Learning rate.
-    #[arg(long, default_value_t = 1e-4, help_heading = "Optimization")]
+    /// Learning rate, in (0, 1].
+    #[arg(long, default_value_t = 1e-4, value_parser = parse_learning_rate, allow_negative_numbers = true, help_heading = "Optimization")]
     pub lr: f64,
     /// Use AMSGrad's maximum of second moments with Adam.
     #[arg(long, help_heading = "Optimization")]
@@ -119,17 +120,17 @@ pub struct TrainArgs {
     /// statistics of its own over the shared weights.
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set, help_heading = "Optimization")]
     pub shared_optimizer: bool,
-    /// Discount factor for rewards.
-    #[arg(long, default_value_t = 0.99, help_heading = "Optimization")]
+    /// Discount factor for rewards, in (0, 1].
+    #[arg(long, default_value_t = 0.99, value_parser = parse_discount, allow_negative_numbers = true, help_heading = "Optimization")]
     pub gamma: f64,
-    /// GAE parameter (lambda).
-    #[arg(long, default_value_t = 1.0, help_heading = "Optimization")]
+    /// GAE parameter (lambda), in [0, 1].
+    #[arg(long, default_value_t = 1.0, value_parser = parse_gae_lambda, allow_negative_numbers = true, help_heading = "Optimization")]
     pub tau: f64,
-    /// Weight of the entropy bonus.
-    #[arg(long, default_value_t = 0.01, help_heading = "Optimization")]
+    /// Weight of the entropy bonus (0 or more).
+    #[arg(long, default_value_t = 0.01, value_parser = parse_coefficient, allow_negative_numbers = true, help_heading = "Optimization")]
     pub entropy_coef: f64,
-    /// Weight of the value loss.
-    #[arg(long, default_value_t = 0.5, help_heading = "Optimization")]
+    /// Weight of the value loss (0 or more).
+    #[arg(long, default_value_t = 0.5, value_parser = parse_coefficient, allow_negative_numbers = true, help_heading = "Optimization")]
     pub value_coef: f64,
     /// Multiply rewards by this before clipping; for learning only, scores stay raw.
     #[arg(long, default_value_t = 1.0, value_parser = parse_reward_scale, help_heading = "Optimization")]
@@ -143,13 +144,13 @@ pub struct TrainArgs {
     #[arg(long, help_heading = "Run")]
     pub max_steps: Option<u64>,
     /// Stop after this long: 90s, 10m, 2h, or plain seconds.
-    #[arg(long, value_parser = parse_duration, help_heading = "Run")]
+    #[arg(long, value_parser = parse_duration, allow_negative_numbers = true, help_heading = "Run")]
     pub max_time: Option<HumanDuration>,
     /// Stop once the test agent's mean over its last 100 games reaches this score.
-    #[arg(long, allow_negative_numbers = true, help_heading = "Run")]
+    #[arg(long, allow_negative_numbers = true, value_parser = parse_score, help_heading = "Run")]
     pub stop_at_mean: Option<f64>,
-    /// Seconds between status lines.
-    #[arg(long, default_value_t = 5.0, help_heading = "Run")]
+    /// Seconds between status lines (at most a day).
+    #[arg(long, default_value_t = 5.0, value_parser = parse_status_interval, allow_negative_numbers = true, help_heading = "Run")]
     pub status_interval: f64,
 
     /// Resume model, optimizer statistics and counters from --load-model-dir.
@@ -157,16 +158,25 @@ pub struct TrainArgs {
     pub load: bool,
     /// Folder --load reads checkpoints from.
     #[arg(long, default_value = "trained_models", help_heading = "Checkpoints")]
+    #[serde(serialize_with = "lossy_path")]
     pub load_model_dir: PathBuf,
-    /// Folder checkpoints are written to.
+    /// Folder checkpoints are written to. One run at a time may use a folder.
     #[arg(long, default_value = "trained_models", help_heading = "Checkpoints")]
+    #[serde(serialize_with = "lossy_path")]
     pub save_model_dir: PathBuf,
+    /// Let a fresh run (without --load) replace a model of the same env already in
+    /// --save-model-dir; without it the run is refused, so no trained model is lost by
+    /// accident.
+    #[arg(long, help_heading = "Checkpoints")]
+    #[serde(default)]
+    pub overwrite: bool,
     /// Save after a test game only when it matches or beats the best score so far,
     /// and keep that checkpoint at the end rather than the final weights.
     #[arg(long, help_heading = "Checkpoints")]
     pub save_max: bool,
     /// Folder of the test agent's game log (`<env>_log`).
     #[arg(long, default_value = "logs", help_heading = "Checkpoints")]
+    #[serde(serialize_with = "lossy_path")]
     pub log_dir: PathBuf,
 
     /// Write TensorBoard event files into <tensorboard-dir>/<env>_training/: test
@@ -175,6 +185,7 @@ pub struct TrainArgs {
     pub tensorboard_logger: bool,
     /// Folder of the TensorBoard runs.
     #[arg(long, default_value = "runs", help_heading = "Monitoring")]
+    #[serde(serialize_with = "lossy_path")]
     pub tensorboard_dir: PathBuf,
 }
 
@@ -220,6 +231,10 @@ fn parse_reward_scale(text: &str) -> Result<f64, String> {
         .ok_or_else(|| format!("{text:?} is not a reward scale; write a positive number"))
 }
 
+/// The longest --max-time: a year, far beyond any run, and far below the ~5e11
+/// years where a `Duration` overflows.
+const MAX_DURATION_SECONDS: f64 = 365.0 * 24.0 * 3600.0;
+
 fn parse_duration(text: &str) -> Result<HumanDuration, String> {
     let (number, unit) = match text.char_indices().last() {
         Some((index, 's')) => (&text[..index], 1.0),
@@ -228,13 +243,77 @@ fn parse_duration(text: &str) -> Result<HumanDuration, String> {
         _ => (text, 1.0),
     };
     positive_number(number)
-        .map(|value| HumanDuration { text: text.to_string(), seconds: value * unit })
-        .ok_or_else(|| format!("{text:?} is not a duration; write 90s, 10m, 2h or plain seconds"))
+        .map(|value| value * unit)
+        .filter(|seconds| *seconds <= MAX_DURATION_SECONDS)
+        .map(|seconds| HumanDuration { text: text.to_string(), seconds })
+        .ok_or_else(|| {
+            format!(
+                "{text:?} is not a duration; write 90s, 10m, 2h or plain seconds, at most 8760h"
+            )
+        })
+}
+
+fn parse_status_interval(text: &str) -> Result<f64, String> {
+    number_in(text, |value| value > 0.0 && value <= 86_400.0)
+        .ok_or_else(|| format!("{text:?} is not an interval; write seconds above 0, at most 86400"))
+}
+
+fn parse_learning_rate(text: &str) -> Result<f64, String> {
+    number_in(text, |value| value > 0.0 && value <= 1.0).ok_or_else(|| {
+        format!("{text:?} is not a learning rate; write a number above 0, at most 1 (such as 1e-4)")
+    })
+}
+
+fn parse_discount(text: &str) -> Result<f64, String> {
+    number_in(text, |value| value > 0.0 && value <= 1.0).ok_or_else(|| {
+        format!(
+            "{text:?} is not a discount factor; write a number above 0, at most 1 (such as 0.99)"
+        )
+    })
+}
+
+fn parse_gae_lambda(text: &str) -> Result<f64, String> {
+    number_in(text, |value| (0.0..=1.0).contains(&value))
+        .ok_or_else(|| format!("{text:?} is not a GAE parameter; write a number from 0 to 1"))
+}
+
+fn parse_coefficient(text: &str) -> Result<f64, String> {
+    number_in(text, |value| value >= 0.0)
+        .ok_or_else(|| format!("{text:?} is not a loss weight; write a finite number, 0 or more"))
+}
+
+fn parse_score(text: &str) -> Result<f64, String> {
+    number_in(text, |_| true)
+        .ok_or_else(|| format!("{text:?} is not a score; write a finite number"))
+}
+
+/// A finite number that `accept` accepts, or `None`.
+fn number_in(text: &str, accept: impl Fn(f64) -> bool) -> Option<f64> {
+    text.parse::<f64>().ok().filter(|value| value.is_finite() && accept(*value))
+}
+
+/// Paths go into logs and sidecars as text; one that is not UTF-8 is written with
+/// U+FFFD in place of the bytes that are not, rather than failing the run.
+fn lossy_path<S: serde::Serializer>(
+    path: &std::path::Path,
+    serializer: S,
+) -> Result<S::Ok, S::Error> {
+    serializer.serialize_str(&path.to_string_lossy())
+}
+
+fn lossy_optional_path<S: serde::Serializer>(
+    path: &Option<PathBuf>,
+    serializer: S,
+) -> Result<S::Ok, S::Error> {
+    match path {
+        Some(path) => lossy_path(path, serializer),
+        None => serializer.serialize_none(),
+    }
 }
 
 /// A finite number above zero, or `None`.
 fn positive_number(text: &str) -> Option<f64> {
-    text.parse::<f64>().ok().filter(|value| *value > 0.0 && value.is_finite())
+    number_in(text, |value| value > 0.0)
 }
 
 /// Flags of `a3g eval`.
@@ -254,9 +333,11 @@ pub struct EvalArgs {
     pub gpu_id: i64,
     /// Folder holding <env>.safetensors (a3g) or <env>.dat, .pt, .pth (PyTorch).
     #[arg(long, default_value = "trained_models")]
+    #[serde(serialize_with = "lossy_path")]
     pub load_model_dir: PathBuf,
     /// Folder of the evaluation log (`<env>_mon_log`).
     #[arg(long, default_value = "logs")]
+    #[serde(serialize_with = "lossy_path")]
     pub log_dir: PathBuf,
     /// Record games as animated GIFs (headless: the file is the render).
     #[arg(long, help_heading = "Recording")]
@@ -266,6 +347,7 @@ pub struct EvalArgs {
     pub render_freq: u32,
     /// Folder for the GIFs (default: <log-dir>/<env>_games).
     #[arg(long, value_name = "DIR", help_heading = "Recording")]
+    #[serde(serialize_with = "lossy_optional_path")]
     pub record_dir: Option<PathBuf>,
     /// Print the summary as one JSON object on stdout (the per-game lines go to stderr).
     #[arg(long)]
@@ -294,7 +376,7 @@ mod tests {
         assert_eq!(parse_duration("10m").unwrap().seconds, 600.0);
         assert_eq!(parse_duration("2h").unwrap().seconds, 7200.0);
         assert_eq!(parse_duration("1.5").unwrap().seconds, 1.5);
-        for bad in ["", "m", "ten", "-5s", "0", "5d"] {
+        for bad in ["", "m", "ten", "-5s", "0", "5d", "1e20s", "inf", "nan", "8761h"] {
             assert!(parse_duration(bad).is_err(), "{bad} parsed");
         }
     }
@@ -323,11 +405,53 @@ mod tests {
         ]);
         assert_eq!((args.reward_scale, args.reward_clip), (0.125, RewardClip(None)));
         assert_eq!(args.stop_at_mean, Some(-200.0));
-        for bad in [["--reward-clip", "0"], ["--reward-clip", "none"], ["--reward-scale", "-1"]] {
+        for bad in [
+            ["--reward-clip", "0"],
+            ["--reward-clip", "none"],
+            ["--reward-scale", "-1"],
+            ["--stop-at-mean", "nan"],
+            ["--stop-at-mean", "inf"],
+        ] {
             assert!(
                 Cli::try_parse_from([&["a3g", "train"], &bad[..]].concat()).is_err(),
                 "{bad:?} parsed"
             );
         }
+    }
+
+    /// Every hyperparameter is checked when parsed, and the refusal names the flag;
+    /// values at the edges of each range are accepted.
+    #[test]
+    fn hyperparameters_out_of_range_are_refused() {
+        let refused = [
+            ("--lr", ["nan", "inf", "-1", "0", "1e30", "x"].as_slice()),
+            ("--gamma", &["1.5", "-1", "0", "nan"]),
+            ("--tau", &["2", "-0.1", "nan"]),
+            ("--entropy-coef", &["-0.01", "inf", "nan"]),
+            ("--value-coef", &["-1", "inf"]),
+            ("--status-interval", &["inf", "0", "-1", "nan", "1e20"]),
+            ("--max-time", &["1e20s", "inf"]),
+        ];
+        for (flag, values) in refused {
+            for value in values {
+                let error = Cli::try_parse_from(["a3g", "train", flag, value])
+                    .err()
+                    .unwrap_or_else(|| panic!("{flag} {value} accepted"));
+                assert!(error.to_string().contains(flag), "{flag} {value}: {error}");
+            }
+        }
+        let edges = train_args(&[
+            "--lr",
+            "1",
+            "--gamma",
+            "1",
+            "--tau",
+            "0",
+            "--entropy-coef",
+            "0",
+            "--value-coef",
+            "0",
+        ]);
+        assert_eq!((edges.lr, edges.gamma, edges.tau, edges.entropy_coef), (1.0, 1.0, 0.0, 0.0));
     }
 }

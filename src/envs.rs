@@ -39,6 +39,6 @@ pub fn run(args: &EnvsArgs) -> Result<()> {
         }
         lines.push(line);
     }
-    println!("{}", lines.join("\n").trim_end());
+    crate::console::say(lines.join("\n").trim_end());
     Ok(())
 }

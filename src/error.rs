@@ -31,14 +31,13 @@ pub enum Error {
         reason: String,
     },
     /// A file could not be read or written.
-    #[error("cannot {action} {}", path.display())]
+    #[error("cannot {action} {}: {}; {}", path.display(), os_reason(source), io_remedy(source))]
     Io {
         /// What was being done, as a verb phrase ("write the ROM to").
         action: &'static str,
         /// The file involved.
         path: PathBuf,
         /// The operating system's reason.
-        #[source]
         source: std::io::Error,
     },
     /// A game ROM that ALE could not load.
@@ -65,6 +64,38 @@ pub enum Error {
         /// What went wrong.
         reason: String,
     },
+    /// A checkpoint whose set lacks a file.
+    #[error("checkpoint {} is incomplete: {} is missing; restore it, or start afresh without --load (a3g eval can still play the model)", path.display(), missing.display())]
+    IncompleteCheckpoint {
+        /// The model file.
+        path: PathBuf,
+        /// The file of the set that is not there.
+        missing: PathBuf,
+    },
+    /// Weights or statistics that are NaN or infinite, refused rather than saved.
+    #[error("not saving {}: {tensor} holds NaN or infinite values, so the weights have diverged; the checkpoint already there is kept, lower --lr and resume from it with --load", path.display())]
+    NonFinite {
+        /// The file that would have been written.
+        path: PathBuf,
+        /// The first tensor with a non-finite value.
+        tensor: String,
+    },
+    /// A fresh run aimed at a folder that already holds a model of its environment.
+    #[error("{} already holds a trained model of {env}; pass --load to resume it, --save-model-dir to save this run elsewhere, or --overwrite to replace it", path.display())]
+    ExistingCheckpoint {
+        /// The model file there.
+        path: PathBuf,
+        /// The environment id.
+        env: String,
+    },
+    /// A checkpoint folder that another run is writing to.
+    #[error("{} is in use by another a3g run ({holder}); wait for it to finish, or pass another --save-model-dir", dir.display())]
+    FolderInUse {
+        /// The checkpoint folder.
+        dir: PathBuf,
+        /// Who holds it: the other run's PID and env, as its lock file says.
+        holder: String,
+    },
     /// A checkpoint made for another model or environment.
     #[error("checkpoint {} does not fit this model: {detail}; {advice}", path.display())]
     CheckpointMismatch {
@@ -81,9 +112,35 @@ pub enum Error {
     /// A training thread failed.
     #[error("{0}")]
     Training(String),
-    /// libtorch reported an error.
-    #[error("libtorch failed")]
-    Torch(#[from] tch::TchError),
+    /// libtorch reported an error; its first line is kept (the rest is a C++ trace).
+    #[error("libtorch failed: {}", .0.to_string().lines().next().unwrap_or_default())]
+    Torch(tch::TchError),
+}
+
+/// The operating system's reason without Rust's "(os error N)" suffix.
+fn os_reason(error: &std::io::Error) -> String {
+    let text = error.to_string();
+    match text.find(" (os error") {
+        Some(end) => text[..end].to_string(),
+        None => text,
+    }
+}
+
+/// What to do about an I/O error, by its kind.
+fn io_remedy(error: &std::io::Error) -> &'static str {
+    use std::io::ErrorKind;
+    match error.kind() {
+        ErrorKind::StorageFull | ErrorKind::QuotaExceeded | ErrorKind::FileTooLarge => {
+            "free some disk space (or pass a folder on another disk) and run again"
+        }
+        ErrorKind::PermissionDenied | ErrorKind::ReadOnlyFilesystem => {
+            "check the permissions, or pass a folder you can write to"
+        }
+        ErrorKind::NotFound => "check that the path exists",
+        ErrorKind::NotADirectory => "a part of the path is a file, not a folder; pass another path",
+        ErrorKind::IsADirectory => "it is a folder; pass a file path",
+        _ => "check the path and the disk, then run again",
+    }
 }
 
 fn list_found(dir: &std::path::Path, found: &[String]) -> String {
@@ -93,6 +150,12 @@ fn list_found(dir: &std::path::Path, found: &[String]) -> String {
         " (it holds no checkpoints)".to_string()
     } else {
         format!(" (it holds: {})", found.join(", "))
+    }
+}
+
+impl From<tch::TchError> for Error {
+    fn from(error: tch::TchError) -> Self {
+        Error::Torch(error)
     }
 }
 

@@ -9,8 +9,9 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 use tch::nn;
 
-use crate::checkpoint::{self, CheckpointFiles, Sidecar};
+use crate::checkpoint;
 use crate::cli::EvalArgs;
+use crate::console;
 use crate::device;
 use crate::env::{self, CropTable, Env};
 use crate::error::{Error, Result};
@@ -23,7 +24,8 @@ use crate::tester::play_greedy_game;
 #[derive(Debug, Serialize)]
 pub struct Summary {
     pub env: String,
-    pub checkpoint: PathBuf,
+    /// Paths as text (lossy where not UTF-8), so the summary always serialises.
+    pub checkpoint: String,
     pub episodes: usize,
     pub mean: f64,
     /// Population standard deviation of the scores.
@@ -35,7 +37,7 @@ pub struct Summary {
     pub rewards: Vec<f64>,
     pub lengths: Vec<u64>,
     /// GIFs written by --render.
-    pub recordings: Vec<PathBuf>,
+    pub recordings: Vec<String>,
 }
 
 /// Runs `a3g eval`.
@@ -44,13 +46,8 @@ pub fn run(args: &EvalArgs) -> Result<()> {
     let env_id = &args.environment.env;
     let crops = CropTable::from_flag(args.environment.env_config.as_deref())?;
     let mut env = env::make(env_id, &args.environment.options(&crops, args.seed))?;
-    let path = checkpoint::find_model(&args.load_model_dir, env_id)?;
     // A model without a sidecar (PyTorch's) is checked by its shapes alone.
-    let sidecar = CheckpointFiles::new(&args.load_model_dir, env_id).sidecar;
-    if sidecar.exists() {
-        Sidecar::read(&sidecar)?.check_env(&path, env_id)?;
-    }
-    let tensors = checkpoint::read_model(&path)?;
+    let (path, tensors) = checkpoint::load_model(&args.load_model_dir, env_id)?;
     let (hidden_size, lstm) = checkpoint::implied_architecture(&path, &tensors)?;
     let spec = ModelSpec::for_env(env.observation_shape(), env.action_space(), hidden_size, lstm);
     tch::set_num_threads(1);
@@ -61,7 +58,7 @@ pub fn run(args: &EvalArgs) -> Result<()> {
 
     let stem = env_id.replace('/', "_");
     let log_path = args.log_dir.join(format!("{stem}_mon_log"));
-    let mut log = GameLog::create(&log_path, args)?;
+    let mut log = GameLog::append(&log_path, args, "--- a3g eval started here ---")?;
     let record_dir =
         args.record_dir.clone().unwrap_or_else(|| args.log_dir.join(format!("{stem}_games")));
     if args.render {
@@ -74,9 +71,9 @@ pub fn run(args: &EvalArgs) -> Result<()> {
     // With --json, stdout carries only the summary object.
     let say = |line: &str| {
         if args.json {
-            eprintln!("{line}");
+            console::warn(line);
         } else {
-            println!("{line}");
+            console::say(line);
         }
     };
     say(&format!("evaluating {} on {env_id} over {} games", path.display(), args.num_episodes));
@@ -119,9 +116,10 @@ pub fn run(args: &EvalArgs) -> Result<()> {
     let summary = summarize(env_id, &path, rewards, lengths, started.elapsed(), recordings);
     let line = summary_line(&summary);
     if args.json {
-        println!("{}", serde_json::to_string(&summary).expect("the summary serialises"));
+        // Numbers, strings and lossily written paths: nothing here can fail to serialise.
+        console::say(&serde_json::to_string(&summary).unwrap_or_default());
     } else {
-        println!("{line}");
+        console::say(&line);
     }
     log.write_line(&line)
 }
@@ -139,7 +137,7 @@ fn summarize(
     let variance = rewards.iter().map(|reward| (reward - mean).powi(2)).sum::<f64>() / count;
     Summary {
         env: env.to_string(),
-        checkpoint: checkpoint.to_path_buf(),
+        checkpoint: checkpoint.to_string_lossy().into_owned(),
         episodes: rewards.len(),
         mean,
         std: variance.sqrt(),
@@ -149,7 +147,7 @@ fn summarize(
         wall_seconds: wall.as_secs_f64(),
         rewards,
         lengths,
-        recordings,
+        recordings: recordings.iter().map(|path| path.to_string_lossy().into_owned()).collect(),
     }
 }
 

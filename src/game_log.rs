@@ -2,7 +2,7 @@
 //! the run's arguments, then one line per game in the reference's wording, so that
 //! scripts written for the reference's logs read ours.
 
-use std::fs::{self, File};
+use std::fs::{self, File, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -18,8 +18,11 @@ pub struct GameLog {
 }
 
 impl GameLog {
-    /// Creates (or truncates) the log at `path`, starting with the run's arguments.
-    pub fn create(path: &Path, args: &impl Serialize) -> Result<Self> {
+    /// Opens the log at `path` for appending, creating it if needed, and starts this
+    /// run's part with its arguments. A log that already holds lines (an earlier run's,
+    /// or the one `--load` resumes) is never truncated: `separator` is written first to
+    /// mark where this run begins.
+    pub fn append(path: &Path, args: &impl Serialize, separator: &str) -> Result<Self> {
         if let Some(dir) = path.parent() {
             fs::create_dir_all(dir).map_err(|source| Error::Io {
                 action: "create the log folder for",
@@ -27,13 +30,16 @@ impl GameLog {
                 source,
             })?;
         }
-        let file = File::create(path).map_err(|source| Error::Io {
-            action: "create the log",
-            path: path.to_path_buf(),
-            source,
+        let file = OpenOptions::new().create(true).append(true).open(path).map_err(|source| {
+            Error::Io { action: "open the log", path: path.to_path_buf(), source }
         })?;
+        let has_lines = file.metadata().map(|meta| meta.len() > 0).unwrap_or(false);
         let mut log = GameLog { file, path: path.to_path_buf() };
-        let arguments = serde_json::to_value(args).expect("arguments serialise");
+        if has_lines {
+            log.write_line(separator)?;
+        }
+        // Arguments are plain data; a failure here is a bug, reported rather than panicking.
+        let arguments = serde_json::to_value(args).unwrap_or_default();
         if let Some(map) = arguments.as_object() {
             for (key, value) in map {
                 log.write_line(&format!("{key}: {value}"))?;

@@ -17,7 +17,8 @@
 //! - [`checkpoint`]: saving and loading models, statistics and counters;
 //!   [`torch_file`]: reading PyTorch's `torch.save` state dicts.
 //! - [`eval`]: `a3g eval`, the evaluation over many games; [`gif`]: its recordings;
-//!   [`game_log`]: the per-game logs of train and eval; [`device`]: `--gpu-id`.
+//!   [`game_log`]: the per-game logs of train and eval; [`device`]: `--gpu-id`;
+//!   [`console`]: stdout for a command's output, stderr for the rest, neither fatal.
 //!
 //! # Terminology
 //!
@@ -28,6 +29,7 @@
 pub mod agent;
 pub mod checkpoint;
 pub mod cli;
+pub mod console;
 pub mod device;
 pub mod env;
 pub mod envs;

@@ -9,7 +9,7 @@ fn main() -> ExitCode {
     match a3g::run(cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
-            eprintln!("error: {}", err.report());
+            a3g::console::warn(&format!("error: {}", err.report()));
             ExitCode::FAILURE
         }
     }

@@ -69,6 +69,32 @@ impl ModelSpec {
         ModelSpec { body, hidden_size, head }
     }
 
+    /// How many parameters the network has, computed without building it (as a float,
+    /// so that absurd sizes cannot overflow): what memory checks go by.
+    pub fn parameter_count(&self) -> f64 {
+        let hidden = self.hidden_size as f64;
+        let (body, features) = match self.body {
+            // conv1..conv4 (weights and biases), over a 1x80x80 screen: 1024 features.
+            Body::AtariLstm => (
+                (32.0 * 25.0 + 32.0)
+                    + (32.0 * 32.0 * 25.0 + 32.0)
+                    + (64.0 * 32.0 * 16.0 + 64.0)
+                    + (64.0 * 64.0 * 9.0 + 64.0),
+                1024.0,
+            ),
+            Body::Mlp { inputs, .. } => {
+                ((inputs as f64 + 1.0) * hidden + (hidden + 1.0) * hidden, hidden)
+            }
+        };
+        let lstm = if self.has_lstm() { 4.0 * hidden * (features + hidden + 2.0) } else { 0.0 };
+        let head_inputs = if self.has_lstm() { hidden } else { features };
+        let outputs = match &self.head {
+            Head::Discrete { actions } => *actions as f64,
+            Head::Gaussian { low, .. } => 2.0 * low.len() as f64,
+        };
+        body + lstm + (head_inputs + 1.0) * (1.0 + outputs)
+    }
+
     /// Whether the network carries an LSTM state between steps.
     pub fn has_lstm(&self) -> bool {
         match self.body {
@@ -474,5 +500,35 @@ mod tests {
             parameter_names(&spec)
         );
         assert_eq!(output.state.hidden.size(), [1, 0]);
+    }
+
+    /// The parameter count computed from the spec is the built network's, for each
+    /// body and head.
+    #[test]
+    fn parameter_count_matches_the_built_network() {
+        let specs = [
+            ModelSpec {
+                body: Body::AtariLstm,
+                hidden_size: 24,
+                head: Head::Discrete { actions: 6 },
+            },
+            ModelSpec {
+                body: Body::Mlp { inputs: 4, lstm: false },
+                hidden_size: 16,
+                head: Head::Discrete { actions: 2 },
+            },
+            ModelSpec {
+                body: Body::Mlp { inputs: 3, lstm: true },
+                hidden_size: 8,
+                head: Head::Gaussian { low: vec![-2.0], high: vec![2.0] },
+            },
+        ];
+        for spec in specs {
+            let vs = nn::VarStore::new(Device::Cpu);
+            let model = ActorCritic::new(&vs, &spec);
+            let built: i64 =
+                model.parameters().iter().map(|(_, tensor)| tensor.numel() as i64).sum();
+            assert_eq!(spec.parameter_count(), built as f64, "{spec:?}");
+        }
     }
 }

@@ -1,32 +1,50 @@
 //! A named, cooperative stop: the step or time budget, Ctrl-C / SIGTERM, a target
-//! score or a failed worker all end a run the same way, by workers polling between
-//! rollouts.
+//! score or a failed worker all end a run the same way, by workers polling at every
+//! agent step.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
-/// Set by the signal handler; polled by [`Stop::requested`].
+use signal_hook::consts::{SIGINT, SIGTERM};
+use signal_hook::iterator::Signals;
+
+use crate::console;
+
+/// Set by the signal thread; polled by [`Stop::requested`].
 static SIGNALLED: AtomicBool = AtomicBool::new(false);
 
-extern "C" fn on_signal(_signal: i32) {
-    // Only an atomic store: the one thing a signal handler may safely do here.
-    SIGNALLED.store(true, Ordering::SeqCst);
-}
-
-extern "C" {
-    fn signal(signum: i32, handler: extern "C" fn(i32)) -> usize;
-}
-
-const SIGINT: i32 = 2;
-const SIGTERM: i32 = 15;
-
 /// Routes Ctrl-C and SIGTERM to a stop request instead of killing the process, so a
-/// run interrupted by the user still writes its final checkpoint.
-pub fn catch_signals() {
-    // SAFETY: `on_signal` is async-signal-safe (one atomic store) and lives forever.
-    unsafe {
-        signal(SIGINT, on_signal);
-        signal(SIGTERM, on_signal);
+/// run interrupted by the user still writes its final checkpoint. A second signal
+/// quits at once: the user may not want to wait for that checkpoint, and the one on
+/// disk is whole whatever moment the process dies at (see `checkpoint`). `kept` says
+/// what is left on disk then.
+pub fn catch_signals(kept: String) {
+    let mut signals = match Signals::new([SIGINT, SIGTERM]) {
+        Ok(signals) => signals,
+        Err(err) => {
+            console::warn(&format!(
+                "warning: cannot catch Ctrl-C ({err}); stopping with it will skip the final checkpoint"
+            ));
+            return;
+        }
+    };
+    let watcher = std::thread::Builder::new().name("signals".into()).spawn(move || {
+        for (count, _) in signals.forever().enumerate() {
+            if count == 0 {
+                SIGNALLED.store(true, Ordering::SeqCst);
+                console::warn(
+                    "stopping: writing a final checkpoint; press Ctrl-C again to quit at once",
+                );
+            } else {
+                console::warn(&format!("quitting at once; {kept}"));
+                // _exit: other threads may be mid-write, and running exit handlers
+                // (libtorch's among them) under them could crash instead of exiting.
+                signal_hook::low_level::exit(130);
+            }
+        }
+    });
+    if let Err(err) = watcher {
+        console::warn(&format!("warning: cannot watch for Ctrl-C ({err})"));
     }
 }
 

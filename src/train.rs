@@ -15,6 +15,7 @@ use tch::{nn, Device, Tensor};
 
 use crate::checkpoint::{self, Counters as SavedCounters, Sidecar};
 use crate::cli::{OptimizerName, TrainArgs};
+use crate::console;
 use crate::device;
 use crate::env::{self, CropTable};
 use crate::error::{Error, Result};
@@ -44,10 +45,10 @@ pub fn run(args: &TrainArgs) -> Result<()> {
     // steps/s for 32 workers on 2 cores). Each device with workers gets a thread.
     let training_threads = workers.min(cores + 1).max(workers.min(devices.len()));
     if workers > training_threads {
-        eprintln!(
+        console::warn(&format!(
             "warning: {workers} workers on {cores} cores; they take turns, {training_threads} rollouts at a time, \
              so each collects experience more slowly"
-        );
+        ));
     }
     let crops = CropTable::from_flag(args.environment.env_config.as_deref())?;
     let env_options = |seed: u64| args.environment.options(&crops, seed);
@@ -63,6 +64,18 @@ pub fn run(args: &TrainArgs) -> Result<()> {
         args.hidden_size,
         args.lstm,
     );
+    check_memory(&spec, training_threads)?;
+    let env_id = &args.environment.env;
+    // The folder is held before anything in it is read or written.
+    let _folder_lock = checkpoint::lock_folder(&args.save_model_dir, env_id)?;
+    refuse_to_replace(args)?;
+    let removed = checkpoint::remove_stale_temporaries(&args.save_model_dir);
+    if removed > 0 {
+        console::warn(&format!(
+            "note: removed {removed} temporary files that an interrupted run left in {}",
+            args.save_model_dir.display()
+        ));
+    }
     let optimizer_kind = match args.optimizer {
         OptimizerName::Adam => OptimizerKind::Adam { amsgrad: args.amsgrad },
         OptimizerName::RmsProp => OptimizerKind::RmsProp,
@@ -78,19 +91,29 @@ pub fn run(args: &TrainArgs) -> Result<()> {
         shared_model.parameters().iter().map(|(_, t)| t.shallow_clone()).collect()
     };
     let optimizer = SharedOptimizer::new(optimizer_kind, args.lr, &shared_parameters());
-    let mut resumed = SavedCounters::default();
-    if args.load {
-        resumed = resume(args, optimizer_kind, &shared_model, &optimizer)?;
-    }
+    let (resumed, resumed_best) = if args.load {
+        resume(args, optimizer_kind, &shared_model, &optimizer)?
+    } else {
+        (SavedCounters::default(), None)
+    };
+    let mut checkpoints = checkpoint::CheckpointWriter::new(&args.save_model_dir, env_id)?;
 
-    let log_path = args.log_dir.join(format!("{}_log", args.environment.env.replace('/', "_")));
-    let mut log = GameLog::create(&log_path, args)?;
+    let log_path = args.log_dir.join(format!("{}_log", env_id.replace('/', "_")));
+    let separator = if args.load {
+        format!("--- a3g train resumed here, at {} agent steps ---", resumed.agent_steps)
+    } else {
+        "--- a3g train started a new run here ---".to_string()
+    };
+    let mut log = GameLog::append(&log_path, args, &separator)?;
     let mut board = if args.tensorboard_logger {
         Some(Board::create(&args.tensorboard_dir, &args.environment.env)?)
     } else {
         None
     };
-    stop::catch_signals();
+    stop::catch_signals(format!(
+        "{} keeps the last complete checkpoint",
+        args.save_model_dir.display()
+    ));
     let stop = Stop::default();
     let counters = Arc::new(Counters::default());
     counters.agent_steps.store(resumed.agent_steps, Ordering::Relaxed);
@@ -191,19 +214,22 @@ pub fn run(args: &TrainArgs) -> Result<()> {
             updates: counters.updates.load(Ordering::Relaxed),
             test_games,
         },
-        args: serde_json::to_value(args).expect("arguments serialise"),
+        best_score: None,
+        checksums: None,
+        // Plain data (paths are written lossily), so this cannot fail in practice.
+        args: serde_json::to_value(args).unwrap_or_default(),
     };
-    let save = |test_games: u64, model: &[(String, Tensor)]| -> Result<()> {
-        checkpoint::save(
-            &args.save_model_dir,
-            &checkpoint_for(&counters, test_games),
-            model,
-            &optimizer.named_statistics(&parameter_names),
-        )
+    let mut save = |test_games: u64, best: f64, model: &[(String, Tensor)]| -> Result<()> {
+        let sidecar = Sidecar {
+            best_score: best.is_finite().then_some(best),
+            ..checkpoint_for(&counters, test_games)
+        };
+        checkpoints.save(&sidecar, model, &optimizer.named_statistics(&parameter_names))
     };
 
     let mut recent: VecDeque<f64> = VecDeque::with_capacity(MEAN_WINDOW);
-    let mut best = f64::NEG_INFINITY;
+    // A resumed --save-max run only saves weights that match the best it had.
+    let mut best = resumed_best.unwrap_or(f64::NEG_INFINITY);
     let mut saved_best = false;
     let mut test_games = resumed.test_games;
     let status_interval = Duration::from_secs_f64(args.status_interval.max(0.1));
@@ -225,19 +251,20 @@ pub fn run(args: &TrainArgs) -> Result<()> {
                     board.test_game(steps, game.reward, game.length, mean, &played);
                 }
                 let line = game_log::game_line(game.finished_at, game.reward, game.length, mean);
-                println!("{line}");
+                console::say(&line);
                 if let Err(err) = log.write_line(&line) {
                     monitor_error = Some(err);
                     stop.request(StopReason::Failure("cannot write the log".into()));
                 }
+                let new_best = best.max(game.reward);
                 if !args.save_max || game.reward >= best {
                     saved_best = true;
-                    if let Err(err) = save(test_games, &played) {
+                    if let Err(err) = save(test_games, new_best, &played) {
                         monitor_error = Some(err);
                         stop.request(StopReason::Failure("cannot write the checkpoint".into()));
                     }
                 }
-                best = best.max(game.reward);
+                best = new_best;
                 if args
                     .stop_at_mean
                     .is_some_and(|target| recent.len() == MEAN_WINDOW && mean >= target)
@@ -254,7 +281,7 @@ pub fn run(args: &TrainArgs) -> Result<()> {
         }
         if status.due(status_interval) {
             let sample = status.sample(&counters);
-            println!("{}", sample.line());
+            console::say(&sample.line());
             if let Some(board) = board.as_mut() {
                 board.training(
                     sample.agent_steps,
@@ -298,7 +325,7 @@ pub fn run(args: &TrainArgs) -> Result<()> {
     // The latest weights are kept for --load to resume from, unless --save-max
     // already wrote the best game's weights, which they would overwrite.
     if !(args.save_max && saved_best) {
-        save(test_games, shared_model.parameters())?;
+        save(test_games, best, shared_model.parameters())?;
     }
     let reason = match stop.reason() {
         Some(StopReason::StepBudget) => "reached --max-steps",
@@ -307,54 +334,126 @@ pub fn run(args: &TrainArgs) -> Result<()> {
         Some(StopReason::Signal) => "interrupted",
         _ => "stopped",
     };
-    println!("{}", status.sample(&counters).line());
+    console::say(&status.sample(&counters).line());
     if let Some(board) = board.as_mut() {
         board.flush();
-        println!("TensorBoard event files are in {}", board.dir().display());
+        console::say(&format!("TensorBoard event files are in {}", board.dir().display()));
     }
-    let model_file =
-        checkpoint::CheckpointFiles::new(&args.save_model_dir, &args.environment.env).model;
+    let model_file = checkpoint::CheckpointFiles::new(&args.save_model_dir, env_id).model;
     let steps = counters.agent_steps.load(Ordering::Relaxed);
     if args.save_max && saved_best {
-        println!(
+        console::say(&format!(
             "{reason} after {steps} agent steps: {} holds the best test game's weights (score {best})",
             model_file.display()
-        );
+        ));
     } else {
-        println!("{reason}: saved {} after {steps} agent steps", model_file.display());
+        console::say(&format!(
+            "{reason}: saved {} after {steps} agent steps",
+            model_file.display()
+        ));
     }
     Ok(())
 }
 
+/// Refuses a run that would replace a model it did not start from: a fresh run, or
+/// one resumed from another folder, aimed at a folder that already holds a checkpoint
+/// of its env, unless --overwrite says so.
+fn refuse_to_replace(args: &TrainArgs) -> Result<()> {
+    if args.overwrite {
+        return Ok(());
+    }
+    let env = &args.environment.env;
+    let resuming_here = args.load && same_folder(&args.load_model_dir, &args.save_model_dir);
+    let files = checkpoint::CheckpointFiles::new(&args.save_model_dir, env);
+    let previous = checkpoint::CheckpointFiles::previous(&args.save_model_dir, env);
+    if !resuming_here && (files.any_exists() || previous.any_exists()) {
+        return Err(Error::ExistingCheckpoint { path: files.model, env: env.clone() });
+    }
+    Ok(())
+}
+
+fn same_folder(a: &std::path::Path, b: &std::path::Path) -> bool {
+    match (a.canonicalize(), b.canonicalize()) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => a == b,
+    }
+}
+
+/// Refuses a model too big for the machine before any of it is allocated: libtorch
+/// would otherwise abort with a C++ trace. Counts the shared weights, up to three
+/// optimizer statistics, each training thread's copy and gradients, the test agent's
+/// copy and a checkpoint's copies.
+fn check_memory(spec: &ModelSpec, training_threads: usize) -> Result<()> {
+    let copies = 8.0 + 2.0 * training_threads as f64;
+    let needed = spec.parameter_count() * 4.0 * copies;
+    let Some(available) = available_memory() else { return Ok(()) };
+    if needed <= available {
+        return Ok(());
+    }
+    Err(Error::BadArguments(format!(
+        "--hidden-size {} gives {:.3e} parameters, which need about {:.1} GB here (weights, optimizer \
+         statistics and {training_threads} training copies) and {:.1} GB is available; pick a smaller --hidden-size",
+        spec.hidden_size,
+        spec.parameter_count(),
+        needed / 1e9,
+        available / 1e9
+    )))
+}
+
+/// Bytes of memory available to new allocations (MemAvailable in /proc/meminfo).
+fn available_memory() -> Option<f64> {
+    let meminfo = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let kilobytes: f64 = meminfo
+        .lines()
+        .find_map(|line| line.strip_prefix("MemAvailable:"))?
+        .trim()
+        .trim_end_matches("kB")
+        .trim()
+        .parse()
+        .ok()?;
+    Some(kilobytes * 1024.0)
+}
+
 /// Loads the checkpoint of `--env` from --load-model-dir into the shared model
-/// and optimizer; returns the counters to continue from.
+/// and optimizer; returns the counters to continue from and the best test score.
 fn resume(
     args: &TrainArgs,
     optimizer_kind: OptimizerKind,
     model: &ActorCritic,
     optimizer: &SharedOptimizer,
-) -> Result<SavedCounters> {
+) -> Result<(SavedCounters, Option<f64>)> {
     let loaded = checkpoint::load(&args.load_model_dir, &args.environment.env)?;
     loaded.sidecar.check_env(&loaded.files.sidecar, &args.environment.env)?;
     let advice =
         "pass the flags it was trained with (its .json sidecar lists them) or start without --load";
     checkpoint::copy_matching(&loaded.files.model, &loaded.model, model.parameters(), advice)?;
-    match (&loaded.optimizer, loaded.sidecar.optimizer == optimizer_kind) {
-        (Some(statistics), true) => {
-            let names: Vec<String> = model.parameters().iter().map(|(name, _)| name.clone()).collect();
-            let targets: Vec<(String, Tensor)> =
-                optimizer.named_statistics(&names).into_iter().map(|(name, tensor)| (name, tensor.shallow_clone())).collect();
+    match &loaded.optimizer {
+        Some(statistics) if loaded.sidecar.optimizer == optimizer_kind => {
+            let names: Vec<String> =
+                model.parameters().iter().map(|(name, _)| name.clone()).collect();
+            let targets: Vec<(String, Tensor)> = optimizer
+                .named_statistics(&names)
+                .into_iter()
+                .map(|(name, tensor)| (name, tensor.shallow_clone()))
+                .collect();
             checkpoint::copy_matching(&loaded.files.optimizer, statistics, &targets, advice)?;
             optimizer.set_steps(loaded.sidecar.counters.updates);
         }
-        _ => eprintln!("note: the checkpoint's optimizer statistics do not match --optimizer; starting them afresh"),
+        Some(_) => console::warn(&format!(
+            "note: the checkpoint's optimizer statistics are {:?}'s, not --optimizer's; starting them afresh",
+            loaded.sidecar.optimizer
+        )),
+        None => console::warn(&format!(
+            "note: {} is missing, so the optimizer statistics start afresh",
+            loaded.files.optimizer.display()
+        )),
     }
-    println!(
+    console::say(&format!(
         "resumed {} at {} agent steps",
         loaded.files.model.display(),
         loaded.sidecar.counters.agent_steps
-    );
-    Ok(loaded.sidecar.counters)
+    ));
+    Ok((loaded.sidecar.counters, loaded.sidecar.best_score))
 }
 
 /// What a status line reports: totals, and rates and means since the previous line.
@@ -379,7 +478,7 @@ impl Status {
             self.phase_milliseconds.iter().map(|(name, ms)| format!("{name} {ms:.2}")).collect();
         format!(
             "[{}] agent steps {}, emulator frames {}, {:.0} steps/s, {:.0} frames/s, {:.1} updates/s, \
-             skipped updates {}, policy loss {:.4}, value loss {:.4}, entropy {:.4}, ms per update: {}",
+             skipped updates {}, policy loss {}, value loss {}, entropy {}, ms per update: {}",
             game_log::clock(self.elapsed),
             self.agent_steps,
             self.env_frames,
@@ -387,11 +486,21 @@ impl Status {
             self.frames_per_second,
             self.updates_per_second,
             self.skipped_updates,
-            self.policy_loss,
-            self.value_loss,
-            self.entropy,
+            loss(self.policy_loss),
+            loss(self.value_loss),
+            loss(self.entropy),
             phases.join(", "),
         )
+    }
+}
+
+/// A mean loss term to four decimals, or "-" in an interval without any kept update,
+/// where the mean is 0/0: no update is not a diverged one.
+fn loss(mean: f64) -> String {
+    if mean.is_nan() {
+        "-".into()
+    } else {
+        format!("{mean:.4}")
     }
 }
 

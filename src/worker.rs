@@ -172,7 +172,7 @@ pub fn run_training_thread(
     while let Some(mut worker) = queue.next(stop) {
         let rank = worker.setup.rank;
         worker
-            .train_one_rollout(&local)
+            .train_one_rollout(&local, stop)
             .map_err(|err| Error::Training(format!("worker {rank}: {}", err.report())))?;
         queue.requeue(worker);
     }
@@ -238,8 +238,10 @@ impl Worker {
         }
     }
 
-    /// Pulls the shared weights, plays one rollout and pushes its update.
-    fn train_one_rollout(&mut self, local: &LocalModel) -> Result<()> {
+    /// Pulls the shared weights, plays one rollout and pushes its update. A stop
+    /// request abandons the rollout at the next agent step, so that a stop is seen
+    /// within one step however long rollouts are.
+    fn train_one_rollout(&mut self, local: &LocalModel, stop: &Stop) -> Result<()> {
         let LocalModel { model, parameters: local_parameters, .. } = local;
         let setup = &mut self.setup;
         let device = setup.device;
@@ -253,6 +255,9 @@ impl Worker {
         let mut done = false;
         let mut rollout = Rollout::default();
         for _ in 0..setup.num_steps {
+            if stop.requested() {
+                return Ok(());
+            }
             let input = Tensor::from_slice(&self.observation).view(batch_shape).to_device(device);
             let output = model.forward(&input, &state);
             let sampled = agent::sample(&output.policy, &mut self.rng, self.action_space.bounds());

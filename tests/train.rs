@@ -266,8 +266,33 @@ fn bad_train_input_is_one_line() {
     ]));
     assert!(line.contains("fc1.weight is [16, 4] there and [32, 4] here"), "{line}");
 
+    // A damaged model with a complete previous set beside it: that set is used, and
+    // the warning names what is wrong with the newer one.
     let damaged = b"\x08\x00\x00\x00\x00\x00\x00\x00{broken}".to_vec();
+    let previous = scratch.path("trained_models/CartPole-v1.prev.safetensors");
+    assert!(previous.exists(), "test games and the final save leave a previous set");
     std::fs::write(&model, &damaged).unwrap();
+    let run = scratch.a3g(&[
+        "train",
+        "--env",
+        "CartPole-v1",
+        "--hidden-size",
+        "16",
+        "--load",
+        "--max-steps",
+        "20",
+    ]);
+    assert!(run.status.success(), "{}", run.stderr);
+    assert!(
+        run.stderr.contains("CartPole-v1.safetensors")
+            && run.stderr.contains("using the previous complete checkpoint"),
+        "{}",
+        run.stderr
+    );
+
+    // Both sets damaged: refused on one line, and neither file is overwritten.
+    std::fs::write(&model, &damaged).unwrap();
+    std::fs::write(&previous, &damaged).unwrap();
     let line = assert_one_line_error(&scratch.a3g(&[
         "train",
         "--env",
@@ -281,4 +306,5 @@ fn bad_train_input_is_one_line() {
         "{line}"
     );
     assert_eq!(std::fs::read(&model).unwrap(), damaged, "the damaged file was overwritten");
+    assert_eq!(std::fs::read(&previous).unwrap(), damaged, "the previous set was overwritten");
 }

@@ -10,6 +10,9 @@ use serde::Deserialize;
 use crate::error::{Error, Result};
 
 /// The crop file shipped in configs/, built in so the binary needs no files beside it.
+/// Rows of an Atari screen.
+const SCREEN_ROWS: usize = 210;
+
 const BUILT_IN: &str = include_str!("../../configs/atari_crop.json");
 
 /// Screen rows kept for one game: `crop1 .. crop2 + 160`, i.e. 160 rows when they are
@@ -57,9 +60,19 @@ impl CropTable {
         if !entries.contains_key("Default") {
             return Err(bad("it has no \"Default\" entry".into()));
         }
-        if let Some((key, crop)) = entries.iter().find(|(_, crop)| crop.crop1 >= crop.crop2 + 160) {
+        // The kept rows are crop1..min(crop2 + 160, 210) of the 210-row screen; bounding
+        // crop2 first keeps that sum from wrapping around.
+        if let Some((key, crop)) = entries.iter().find(|(_, crop)| crop.crop2 > SCREEN_ROWS) {
             return Err(bad(format!(
-                "entry {key:?} keeps no rows (crop1 {} >= crop2 + 160)",
+                "entry {key:?} has crop2 {}, beyond the screen's {SCREEN_ROWS} rows",
+                crop.crop2
+            )));
+        }
+        if let Some((key, crop)) =
+            entries.iter().find(|(_, crop)| crop.crop1 >= (crop.crop2 + 160).min(SCREEN_ROWS))
+        {
+            return Err(bad(format!(
+                "entry {key:?} keeps no rows (crop1 {} is not below min(crop2 + 160, {SCREEN_ROWS}))",
                 crop.crop1
             )));
         }
@@ -105,5 +118,20 @@ mod tests {
         let error = CropTable::parse(r#"{"Pong": {"crop1": 1, "crop2": 1}}"#, Path::new("x.json"))
             .unwrap_err();
         assert!(error.to_string().contains("Default"), "{error}");
+    }
+
+    /// A crop that keeps no row, or whose rows would wrap past the screen's end, is
+    /// refused with the entry named.
+    #[test]
+    fn crops_that_keep_no_rows_are_refused() {
+        for (entry, reason) in [
+            (r#"{"crop1": 200, "crop2": 30}"#, "keeps no rows"),
+            (r#"{"crop1": 210, "crop2": 50}"#, "keeps no rows"),
+            (r#"{"crop1": 0, "crop2": 18446744073709551615}"#, "beyond the screen"),
+        ] {
+            let text = format!(r#"{{"Default": {entry}}}"#);
+            let message = CropTable::parse(&text, Path::new("x.json")).unwrap_err().to_string();
+            assert!(message.contains("\"Default\"") && message.contains(reason), "{message}");
+        }
     }
 }
