@@ -184,10 +184,10 @@ pub fn lock_folder(dir: &Path, env: &str) -> Result<FolderLock> {
     fs::create_dir_all(dir).map_err(|source| Error::Io {
         action: "create the checkpoint folder",
         path: dir.to_path_buf(),
-        source,
+        cause: source,
     })?;
     let path = dir.join(".a3g.lock");
-    let io = |source| Error::Io { action: "lock", path: path.clone(), source };
+    let io = |source| Error::Io { action: "lock", path: path.clone(), cause: source };
     let mut file = OpenOptions::new()
         .read(true)
         .write(true)
@@ -230,7 +230,7 @@ impl CheckpointWriter {
         fs::create_dir_all(dir).map_err(|source| Error::Io {
             action: "create the checkpoint folder",
             path: dir.to_path_buf(),
-            source,
+            cause: source,
         })?;
         let current = CheckpointFiles::new(dir, env);
         let current_is_complete = read_set(&current, Purpose::Resume).is_ok();
@@ -266,7 +266,7 @@ impl CheckpointWriter {
         let json = serde_json::to_string_pretty(&sidecar).map_err(|err| Error::Io {
             action: "write",
             path: self.current.sidecar.clone(),
-            source: std::io::Error::other(err),
+            cause: std::io::Error::other(err),
         })? + "\n";
         let contents = [model_bytes, optimizer_bytes, json.into_bytes()];
         let written = self
@@ -290,7 +290,7 @@ impl CheckpointWriter {
                     .map_err(|source| Error::Io {
                         action: "keep the previous checkpoint as",
                         path: previous.clone(),
-                        source,
+                        cause: source,
                     })?;
             }
         }
@@ -298,7 +298,7 @@ impl CheckpointWriter {
             fs::rename(temporary(path), path).map_err(|source| Error::Io {
                 action: "rename into place",
                 path: path.clone(),
-                source,
+                cause: source,
             })?;
         }
         if let Some(dir) = self.current.model.parent() {
@@ -311,7 +311,7 @@ impl CheckpointWriter {
 }
 
 fn write_synced(path: &Path, bytes: &[u8]) -> Result<()> {
-    let io = |source| Error::Io { action: "write", path: path.to_path_buf(), source };
+    let io = |source| Error::Io { action: "write", path: path.to_path_buf(), cause: source };
     let mut file = File::create(path).map_err(io)?;
     file.write_all(bytes).map_err(io)?;
     file.sync_all().map_err(io)
@@ -365,7 +365,7 @@ fn serialize(path: &Path, tensors: &[(&str, &Tensor)]) -> Result<Vec<u8>> {
         |err| Error::Io {
             action: "encode",
             path: path.to_path_buf(),
-            source: std::io::Error::other(err.to_string()),
+            cause: std::io::Error::other(err.to_string()),
         },
     )
 }
@@ -515,7 +515,7 @@ fn read_tensors(path: &Path, checksum: Option<(&str, &PathBuf)>) -> Result<Vec<(
     let bytes = fs::read(path).map_err(|source| Error::Io {
         action: "read",
         path: path.to_path_buf(),
-        source,
+        cause: source,
     })?;
     if let Some((expected, sidecar)) = checksum {
         if sha256(&bytes) != expected {
@@ -806,6 +806,121 @@ mod tests {
                 && message.contains("CartPole-v1.safetensors"),
             "{message}"
         );
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
+    fn weights(value: f32) -> Vec<(String, Tensor)> {
+        vec![("fc1.weight".to_string(), Tensor::from_slice(&[value, value]))]
+    }
+
+    fn save_generation(writer: &mut CheckpointWriter, value: f32, statistic: f32) -> Result<()> {
+        let statistic = Tensor::from_slice(&[statistic, statistic]);
+        writer.save(
+            &sidecar("CartPole-v1"),
+            &weights(value),
+            &[("fc1.weight.square_avg".to_string(), &statistic)],
+        )
+    }
+
+    fn first_value(tensors: &[(String, Tensor)]) -> f64 {
+        tensors[0].1.double_value(&[0])
+    }
+
+    /// A set torn by a kill between renames (a newer model beside an older sidecar)
+    /// fails its checksum, and loading falls back to the previous complete set.
+    #[test]
+    fn torn_set_falls_back_to_the_previous_one() {
+        let dir = scratch("torn");
+        let mut writer = CheckpointWriter::new(&dir, "CartPole-v1").unwrap();
+        save_generation(&mut writer, 1.0, 0.5).unwrap();
+        save_generation(&mut writer, 2.0, 0.5).unwrap();
+        assert_eq!(first_value(&load(&dir, "CartPole-v1").unwrap().model), 2.0);
+        let current = CheckpointFiles::new(&dir, "CartPole-v1");
+        let previous = CheckpointFiles::previous(&dir, "CartPole-v1");
+        // Generation 3's model renamed into place, its sidecar not yet.
+        let mut third = CheckpointWriter::new(&scratch("torn-third"), "CartPole-v1").unwrap();
+        save_generation(&mut third, 3.0, 0.5).unwrap();
+        fs::copy(third.model_file(), &current.model).unwrap();
+        let loaded = load(&dir, "CartPole-v1").unwrap();
+        assert_eq!(loaded.files.model, previous.model);
+        assert_eq!(first_value(&loaded.model), 1.0);
+
+        // The next save keeps the good previous set rather than the torn one.
+        let mut writer = CheckpointWriter::new(&dir, "CartPole-v1").unwrap();
+        save_generation(&mut writer, 4.0, 0.5).unwrap();
+        let kept = read_set(&previous, Purpose::Resume).unwrap();
+        assert_eq!(first_value(&kept.model), 1.0);
+        assert_eq!(first_value(&load(&dir, "CartPole-v1").unwrap().model), 4.0);
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// NaN or infinite weights or statistics are refused, and the checkpoint already
+    /// there is left as it was.
+    #[test]
+    fn non_finite_values_are_never_saved() {
+        let dir = scratch("non-finite");
+        let mut writer = CheckpointWriter::new(&dir, "CartPole-v1").unwrap();
+        save_generation(&mut writer, 1.0, 0.5).unwrap();
+        let files = CheckpointFiles::new(&dir, "CartPole-v1");
+        let before: Vec<Vec<u8>> = files.all().iter().map(|path| fs::read(path).unwrap()).collect();
+        for (value, statistic) in [(f32::NAN, 0.5), (f32::INFINITY, 0.5), (1.0, f32::NAN)] {
+            let error = save_generation(&mut writer, value, statistic).unwrap_err();
+            assert!(matches!(error, Error::NonFinite { .. }), "{error}");
+            assert!(error.to_string().contains("checkpoint already there is kept"), "{error}");
+        }
+        let after: Vec<Vec<u8>> = files.all().iter().map(|path| fs::read(path).unwrap()).collect();
+        assert_eq!(before, after);
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// A checkpoint whose counters, statistics or weights could not come from a real
+    /// run is refused with a reason naming what is wrong.
+    #[test]
+    fn implausible_checkpoints_are_refused() {
+        let dir = scratch("implausible");
+        let mut writer = CheckpointWriter::new(&dir, "CartPole-v1").unwrap();
+        save_generation(&mut writer, 1.0, -0.5).unwrap();
+        let message = load(&dir, "CartPole-v1").err().unwrap().to_string();
+        assert!(message.contains("square_avg holds negative values"), "{message}");
+
+        let dir = scratch("implausible-counters");
+        let mut writer = CheckpointWriter::new(&dir, "CartPole-v1").unwrap();
+        save_generation(&mut writer, 1.0, 0.5).unwrap();
+        let files = CheckpointFiles::new(&dir, "CartPole-v1");
+        let text = fs::read_to_string(&files.sidecar).unwrap();
+        fs::write(
+            &files.sidecar,
+            text.replace("\"updates\": 1", "\"updates\": 18446744073709551615"),
+        )
+        .unwrap();
+        let message = load(&dir, "CartPole-v1").err().unwrap().to_string();
+        assert!(message.contains("counter updates is 18446744073709551615"), "{message}");
+
+        // NaN weights in a file whose sidecar predates checksums.
+        let mut json: serde_json::Value = serde_json::from_str(&text).unwrap();
+        json.as_object_mut().unwrap().remove("checksums");
+        fs::write(&files.sidecar, json.to_string()).unwrap();
+        let nan = vec![("fc1.weight".to_string(), Tensor::from_slice(&[f32::NAN, 1.0]))];
+        Tensor::write_safetensors(&nan, &files.model).unwrap();
+        let message = load(&dir, "CartPole-v1").err().unwrap().to_string();
+        assert!(message.contains("fc1.weight holds NaN or infinite values"), "{message}");
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// Temporaries of processes that no longer exist are removed; this process's own
+    /// and other files are not.
+    #[test]
+    fn stale_temporaries_are_removed() {
+        let dir = scratch("stale");
+        fs::create_dir_all(&dir).unwrap();
+        let dead = dir.join("CartPole-v1.safetensors.tmp4000000000");
+        let own = dir.join(format!("CartPole-v1.json.tmp{}", std::process::id()));
+        let other = dir.join("notes.tmp.txt");
+        for path in [&dead, &own, &other] {
+            fs::write(path, b"x").unwrap();
+        }
+        assert_eq!(remove_stale_temporaries(&dir), 1);
+        assert!(!dead.exists() && own.exists() && other.exists());
         fs::remove_dir_all(&dir).unwrap();
     }
 }

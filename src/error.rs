@@ -31,14 +31,15 @@ pub enum Error {
         reason: String,
     },
     /// A file could not be read or written.
-    #[error("cannot {action} {}: {}; {}", path.display(), os_reason(source), io_remedy(source))]
+    #[error("cannot {action} {}: {}; {}", path.display(), os_reason(cause), io_remedy(cause))]
     Io {
         /// What was being done, as a verb phrase ("write the ROM to").
         action: &'static str,
         /// The file involved.
         path: PathBuf,
-        /// The operating system's reason.
-        source: std::io::Error,
+        /// The operating system's reason, part of the message (so not a `source`,
+        /// which the one-line report would repeat).
+        cause: std::io::Error,
     },
     /// A game ROM that ALE could not load.
     #[error("ALE could not load the ROM {}; the file may be damaged, delete it and run again", path.display())]

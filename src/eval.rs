@@ -65,7 +65,7 @@ pub fn run(args: &EvalArgs) -> Result<()> {
         fs::create_dir_all(&record_dir).map_err(|source| Error::Io {
             action: "create the recording folder",
             path: record_dir.clone(),
-            source,
+            cause: source,
         })?;
     }
     // With --json, stdout carries only the summary object.

@@ -27,11 +27,11 @@ impl GameLog {
             fs::create_dir_all(dir).map_err(|source| Error::Io {
                 action: "create the log folder for",
                 path: path.to_path_buf(),
-                source,
+                cause: source,
             })?;
         }
         let file = OpenOptions::new().create(true).append(true).open(path).map_err(|source| {
-            Error::Io { action: "open the log", path: path.to_path_buf(), source }
+            Error::Io { action: "open the log", path: path.to_path_buf(), cause: source }
         })?;
         let has_lines = file.metadata().map(|meta| meta.len() > 0).unwrap_or(false);
         let mut log = GameLog { file, path: path.to_path_buf() };
@@ -53,7 +53,7 @@ impl GameLog {
         writeln!(self.file, "{line}").map_err(|source| Error::Io {
             action: "write the log",
             path: self.path.clone(),
-            source,
+            cause: source,
         })
     }
 }

@@ -47,7 +47,7 @@ impl GifWriter {
         let file = File::create(path).map_err(|source| Error::Io {
             action: "create the recording",
             path: path.to_path_buf(),
-            source,
+            cause: source,
         })?;
         let mut writer = GifWriter {
             path: path.to_path_buf(),
@@ -111,7 +111,7 @@ impl GifWriter {
         self.out.flush().map_err(|source| Error::Io {
             action: "write the recording",
             path: self.path.clone(),
-            source,
+            cause: source,
         })?;
         Ok(self.path)
     }
@@ -151,7 +151,7 @@ impl GifWriter {
         self.out.write_all(bytes).map_err(|source| Error::Io {
             action: "write the recording",
             path: self.path.clone(),
-            source,
+            cause: source,
         })
     }
 }

@@ -35,7 +35,7 @@ impl Board {
     /// first, because the event writer reports failures only by panicking.
     pub fn create(dir: &Path, env: &str) -> Result<Self> {
         let dir = dir.join(format!("{}_training", env.replace('/', "_")));
-        let io = |action, source| Error::Io { action, path: dir.clone(), source };
+        let io = |action, source| Error::Io { action, path: dir.clone(), cause: source };
         fs::create_dir_all(&dir).map_err(|source| io("create the TensorBoard folder", source))?;
         let probe = dir.join(format!(".a3g-write-test-{}", std::process::id()));
         fs::write(&probe, b"").map_err(|source| io("write TensorBoard files into", source))?;

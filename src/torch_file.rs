@@ -23,7 +23,7 @@ pub fn read_state_dict(path: &Path) -> Result<Vec<(String, Tensor)>> {
     let bytes = fs::read(path).map_err(|source| Error::Io {
         action: "read the checkpoint",
         path: path.to_path_buf(),
-        source,
+        cause: source,
     })?;
     parse_state_dict(&bytes)
         .map_err(|reason| Error::CorruptCheckpoint { path: path.to_path_buf(), reason })

@@ -179,7 +179,7 @@ pub fn run(args: &TrainArgs) -> Result<()> {
             .map_err(|source| Error::Io {
                 action: "start a training thread for",
                 path: PathBuf::from(&args.environment.env),
-                source,
+                cause: source,
             })?;
         handles.push(handle);
     }
@@ -199,7 +199,7 @@ pub fn run(args: &TrainArgs) -> Result<()> {
             .map_err(|source| Error::Io {
                 action: "start the test agent for",
                 path: PathBuf::from(&args.environment.env),
-                source,
+                cause: source,
             })?
     };
 

@@ -6,5 +6,6 @@ mod cli;
 mod envs;
 mod eval;
 mod runtime;
+mod safety;
 mod tensorboard;
 mod train;

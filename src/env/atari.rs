@@ -191,7 +191,7 @@ fn cached_rom_file(rom: &BundledRom) -> Result<PathBuf> {
     fs::create_dir_all(&dir).map_err(|source| Error::Io {
         action: "create the ROM folder",
         path: dir.clone(),
-        source,
+        cause: source,
     })?;
     write_atomically(&path, rom.data())?;
     Ok(path)
@@ -209,12 +209,12 @@ fn write_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
     fs::write(&temporary, bytes).map_err(|source| Error::Io {
         action: "write",
         path: temporary.clone(),
-        source,
+        cause: source,
     })?;
     fs::rename(&temporary, path).map_err(|source| Error::Io {
         action: "rename into place",
         path: path.to_path_buf(),
-        source,
+        cause: source,
     })
 }
 

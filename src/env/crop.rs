@@ -48,7 +48,7 @@ impl CropTable {
         let text = std::fs::read_to_string(path).map_err(|source| Error::Io {
             action: "read the crop file",
             path: path.to_path_buf(),
-            source,
+            cause: source,
         })?;
         Self::parse(&text, path)
     }

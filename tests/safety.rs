@@ -1,0 +1,329 @@
+//! A user's model is never lost, and no input panics: each scenario that once
+//! destroyed a checkpoint or crashed a3g, run end to end.
+
+use std::ffi::OsStr;
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::util::{assert_one_line_error, Scratch};
+
+const SHIPPED_CARTPOLE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/trained_models/CartPole-v1");
+
+/// A small CartPole run's flags, with its own extra flags after them.
+fn cartpole(extra: &[&str]) -> Vec<String> {
+    ["train", "--env", "CartPole-v1", "--workers", "1", "--hidden-size", "16"]
+        .iter()
+        .chain(extra)
+        .map(|flag| flag.to_string())
+        .collect()
+}
+
+fn run(scratch: &Scratch, args: &[String]) -> crate::util::Run {
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    scratch.a3g(&args)
+}
+
+fn spawn(scratch: &Scratch, args: &[String]) -> Child {
+    Command::new(env!("CARGO_BIN_EXE_a3g"))
+        .args(args)
+        .current_dir(scratch.path("."))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start a3g")
+}
+
+fn signal(child: &Child, name: &str) {
+    let status = Command::new("kill")
+        .args([&format!("-{name}"), &child.id().to_string()])
+        .status()
+        .expect("run kill");
+    assert!(status.success());
+}
+
+/// Waits (up to `limit`) until `path` exists.
+fn wait_for(path: &Path, limit: Duration) {
+    let started = Instant::now();
+    while !path.exists() {
+        assert!(started.elapsed() < limit, "{} never appeared", path.display());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn copy_shipped_cartpole(scratch: &Scratch) -> Vec<u8> {
+    std::fs::create_dir_all(scratch.path("trained_models")).unwrap();
+    for extension in ["safetensors", "optimizer.safetensors", "json"] {
+        let source = format!("{SHIPPED_CARTPOLE}.{extension}");
+        if Path::new(&source).exists() {
+            std::fs::copy(
+                &source,
+                scratch.path(&format!("trained_models/CartPole-v1.{extension}")),
+            )
+            .unwrap();
+        }
+    }
+    std::fs::read(scratch.path("trained_models/CartPole-v1.safetensors")).unwrap()
+}
+
+/// README's CartPole example run where a trained model already is: a fresh run is
+/// refused, names --load, --save-model-dir and --overwrite, and the model is kept;
+/// --overwrite replaces it on purpose.
+#[test]
+fn fresh_run_never_replaces_a_trained_model() {
+    let scratch = Scratch::new("no-overwrite");
+    let shipped = copy_shipped_cartpole(&scratch);
+    let line = assert_one_line_error(&run(&scratch, &cartpole(&["--max-steps", "10"])));
+    assert!(
+        line.contains("already holds a trained model of CartPole-v1")
+            && line.contains("--load")
+            && line.contains("--save-model-dir")
+            && line.contains("--overwrite"),
+        "{line}"
+    );
+    assert_eq!(
+        std::fs::read(scratch.path("trained_models/CartPole-v1.safetensors")).unwrap(),
+        shipped
+    );
+
+    let replaced = run(&scratch, &cartpole(&["--max-steps", "10", "--overwrite"]));
+    assert!(replaced.status.success(), "{}", replaced.stderr);
+    assert_ne!(
+        std::fs::read(scratch.path("trained_models/CartPole-v1.safetensors")).unwrap(),
+        shipped
+    );
+}
+
+/// Hyperparameters outside their range are refused by name before anything runs
+/// (they once replaced a good model with NaN weights), and nothing is written.
+#[test]
+fn out_of_range_hyperparameters_are_refused() {
+    let scratch = Scratch::new("bad-hyperparameters");
+    for (flag, value) in [
+        ("--lr", "nan"),
+        ("--lr", "inf"),
+        ("--lr", "-1"),
+        ("--lr", "0"),
+        ("--lr", "1e30"),
+        ("--gamma", "1.5"),
+        ("--gamma", "-1"),
+        ("--tau", "2"),
+        ("--entropy-coef", "-0.01"),
+        ("--value-coef", "nan"),
+        ("--stop-at-mean", "nan"),
+        ("--max-time", "1e20s"),
+        ("--status-interval", "inf"),
+    ] {
+        let result = run(&scratch, &cartpole(&[flag, value]));
+        assert_eq!(result.status.code(), Some(2), "{flag} {value}: {}", result.stderr);
+        assert!(!result.stderr.contains("panicked"), "{flag} {value}: {}", result.stderr);
+        let first = result.stderr.lines().next().unwrap_or_default();
+        assert!(first.starts_with("error: ") && first.contains(flag), "{flag} {value}: {first}");
+    }
+    assert!(!scratch.path("trained_models").exists());
+}
+
+/// A second run on a folder in use is refused with the first run's PID, and the
+/// first run's checkpoint stays whole.
+#[test]
+fn two_runs_never_share_a_folder() {
+    let scratch = Scratch::new("two-runs");
+    let first = spawn(&scratch, &cartpole(&["--max-time", "30s"]));
+    wait_for(&scratch.path("trained_models/.a3g.lock"), Duration::from_secs(20));
+    std::thread::sleep(Duration::from_millis(500));
+    let line =
+        assert_one_line_error(&run(&scratch, &cartpole(&["--max-steps", "10", "--overwrite"])));
+    assert!(
+        line.contains("trained_models is in use by another a3g run")
+            && line.contains(&format!("PID {}", first.id())),
+        "{line}"
+    );
+    signal(&first, "INT");
+    let output = first.wait_with_output().unwrap();
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let resumed = run(&scratch, &cartpole(&["--load", "--max-steps", "1"]));
+    assert!(resumed.status.success(), "{}", resumed.stderr);
+}
+
+/// SIGKILL at moments spread over a run that saves often: every time, the next run
+/// resumes from a whole checkpoint, and the killed run's temporaries are removed.
+#[test]
+fn a_kill_at_any_moment_leaves_a_whole_checkpoint() {
+    let scratch = Scratch::new("sigkill");
+    let first = run(&scratch, &cartpole(&["--max-steps", "200"]));
+    assert!(first.status.success(), "{}", first.stderr);
+    for delay_ms in [700, 1130, 1570, 1990, 2410, 2830] {
+        let child = spawn(&scratch, &cartpole(&["--load", "--max-time", "20s"]));
+        std::thread::sleep(Duration::from_millis(delay_ms));
+        signal(&child, "KILL");
+        let _ = child.wait_with_output();
+        let resumed = run(&scratch, &cartpole(&["--load", "--max-steps", "1"]));
+        assert!(resumed.status.success(), "after a kill at {delay_ms} ms: {}", resumed.stderr);
+        let leftovers: Vec<String> = std::fs::read_dir(scratch.path("trained_models"))
+            .unwrap()
+            .filter_map(|entry| entry.ok())
+            .map(|entry| entry.file_name().to_string_lossy().into_owned())
+            .filter(|name| name.contains(".tmp"))
+            .collect();
+        assert!(leftovers.is_empty(), "after a kill at {delay_ms} ms: {leftovers:?}");
+    }
+}
+
+/// --load appends to the game log: the first run's games are still there, followed by
+/// a line marking where the resumed run starts.
+#[test]
+fn resuming_appends_to_the_game_log() {
+    let scratch = Scratch::new("log-append");
+    let first = run(&scratch, &cartpole(&["--max-steps", "300"]));
+    assert!(first.status.success(), "{}", first.stderr);
+    let log_path = scratch.path("logs/CartPole-v1_log");
+    let before = std::fs::read_to_string(&log_path).unwrap();
+    assert!(before.contains("episode reward"), "{before}");
+    let resumed = run(&scratch, &cartpole(&["--load", "--max-steps", "600"]));
+    assert!(resumed.status.success(), "{}", resumed.stderr);
+    let after = std::fs::read_to_string(&log_path).unwrap();
+    assert!(after.starts_with(&before), "the earlier lines were changed");
+    assert!(after[before.len()..].starts_with("--- a3g train resumed here, at "), "{after}");
+}
+
+/// A closed stdout (`a3g train | head -1`) neither panics nor stops training: the run
+/// goes on to its budget and writes its final checkpoint.
+#[test]
+fn closed_stdout_does_not_stop_training() {
+    let scratch = Scratch::new("closed-pipe");
+    let mut child =
+        spawn(&scratch, &cartpole(&["--max-steps", "3000", "--status-interval", "0.1"]));
+    drop(child.stdout.take());
+    let output = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    let sidecar = std::fs::read_to_string(scratch.path("trained_models/CartPole-v1.json")).unwrap();
+    let json: serde_json::Value = serde_json::from_str(&sidecar).unwrap();
+    assert!(json["counters"]["agent_steps"].as_u64().unwrap() >= 3000, "{sidecar}");
+}
+
+/// A network too big for the machine's memory is refused on one line before any of
+/// it is allocated.
+#[test]
+fn oversized_model_is_refused() {
+    let scratch = Scratch::new("huge-model");
+    let line = assert_one_line_error(&scratch.a3g(&[
+        "train",
+        "--env",
+        "CartPole-v1",
+        "--hidden-size",
+        "4000000000",
+    ]));
+    assert!(line.contains("--hidden-size 4000000000") && line.contains("smaller"), "{line}");
+}
+
+/// Folders whose names are not UTF-8 work like any other.
+#[test]
+fn non_utf8_folders_work() {
+    let scratch = Scratch::new("non-utf8");
+    let odd = OsStr::from_bytes(b"models-\xff");
+    let logs = OsStr::from_bytes(b"logs-\xfe");
+    let output = Command::new(env!("CARGO_BIN_EXE_a3g"))
+        .args(cartpole(&["--max-steps", "10"]))
+        .arg("--save-model-dir")
+        .arg(odd)
+        .arg("--log-dir")
+        .arg(logs)
+        .current_dir(scratch.path("."))
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    assert!(scratch.path(".").join(odd).join("CartPole-v1.safetensors").exists());
+    assert!(scratch.path(".").join(logs).join("CartPole-v1_log").exists());
+}
+
+/// Ctrl-C in the middle of a rollout far longer than a second is seen within a
+/// second or so, and the run ends with a checkpoint; a second Ctrl-C quits at once,
+/// saying what is kept.
+#[test]
+fn ctrl_c_is_seen_mid_rollout_and_twice_quits_at_once() {
+    let scratch = Scratch::new("ctrl-c");
+    let long_rollouts = [
+        "train",
+        "--env",
+        "Pendulum-v1",
+        "--workers",
+        "1",
+        "--hidden-size",
+        "16",
+        "--num-steps",
+        "100000",
+        "--max-episode-length",
+        "100000000",
+        "--max-time",
+        "60s",
+    ]
+    .map(String::from);
+    let child = spawn(&scratch, &long_rollouts);
+    std::thread::sleep(Duration::from_secs(3));
+    let signalled = Instant::now();
+    signal(&child, "INT");
+    let output = child.wait_with_output().unwrap();
+    // Generous: the bound is about noticing the stop, not about this machine's speed.
+    assert!(signalled.elapsed() < Duration::from_secs(10), "took {:?}", signalled.elapsed());
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    assert!(String::from_utf8_lossy(&output.stdout).contains("interrupted: saved"));
+
+    let child = spawn(&scratch, &[&long_rollouts[..], &["--load".to_string()]].concat());
+    std::thread::sleep(Duration::from_secs(3));
+    signal(&child, "INT");
+    std::thread::sleep(Duration::from_millis(20));
+    signal(&child, "INT");
+    let output = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(130), "{stderr}");
+    assert!(
+        stderr.contains("quitting at once; trained_models keeps the last complete checkpoint"),
+        "{stderr}"
+    );
+    let resumed = scratch.a3g(
+        &[
+            &long_rollouts[..7].iter().map(String::as_str).collect::<Vec<_>>()[..],
+            &["--load", "--max-steps", "1"],
+        ]
+        .concat(),
+    );
+    assert!(resumed.status.success(), "{}", resumed.stderr);
+}
+
+/// Incomplete sets and I/O failures are each named for what they are, on one line
+/// with what to do, with no Rust debug text.
+#[test]
+fn failures_are_named_for_what_they_are() {
+    let scratch = Scratch::new("messages");
+    let trained = run(&scratch, &cartpole(&["--max-steps", "10"]));
+    assert!(trained.status.success(), "{}", trained.stderr);
+    for name in ["CartPole-v1.prev.json", "CartPole-v1.prev.optimizer.safetensors"] {
+        let _ = std::fs::remove_file(scratch.path("trained_models").join(name));
+    }
+    let sidecar = scratch.path("trained_models/CartPole-v1.json");
+    let kept = std::fs::read(&sidecar).unwrap();
+    std::fs::remove_file(&sidecar).unwrap();
+    let line = assert_one_line_error(&run(&scratch, &cartpole(&["--load"])));
+    assert!(
+        line.contains("is incomplete") && line.contains("CartPole-v1.json is missing"),
+        "{line}"
+    );
+    std::fs::write(&sidecar, kept).unwrap();
+    std::fs::remove_file(scratch.path("trained_models/CartPole-v1.optimizer.safetensors")).unwrap();
+    let line = assert_one_line_error(&run(&scratch, &cartpole(&["--load"])));
+    assert!(line.contains("CartPole-v1.optimizer.safetensors is missing"), "{line}");
+
+    scratch.write("a-file", "");
+    let line = assert_one_line_error(&run(
+        &scratch,
+        &cartpole(&["--max-steps", "10", "--save-model-dir", "a-file/models"]),
+    ));
+    assert!(line.contains("a-file/models") && line.contains(';'), "{line}");
+    assert!(
+        !line.contains("os error") && !line.contains("Os {") && !line.contains("kind:"),
+        "{line}"
+    );
+}
