@@ -16,7 +16,8 @@ a3g_say() { printf 'a3g: %s\n' "$*" >&2; }
 a3g_fail() { printf 'a3g: error: %s\n' "$*" >&2; exit 1; }
 
 # pip into a fresh folder, renamed into place only when complete, so an interrupted
-# install is redone instead of being mistaken for a finished one.
+# install is redone instead of being mistaken for a finished one. pip's progress goes
+# to stderr: stdout belongs to the a3g command being run (`./a3g eval --json | jq`).
 a3g_pip_install() {
     local target=$1; shift
     command -v python3 >/dev/null ||
@@ -26,7 +27,7 @@ a3g_pip_install() {
     rm -rf "$target.partial"
     mkdir -p "$A3G_DEPS"
     python3 -m pip install --disable-pip-version-check --no-input --root-user-action=ignore \
-        --progress-bar on --target "$target.partial" "$@" ||
+        --progress-bar on --target "$target.partial" "$@" >&2 ||
         a3g_fail "pip could not install $*; check the network and the disk space, then run again"
     rm -rf "$target"
     mv "$target.partial" "$target"

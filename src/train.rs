@@ -582,3 +582,17 @@ fn loss_sums(counters: &Counters) -> [f64; 3] {
     [&counters.policy_loss_sum, &counters.value_loss_sum, &counters.entropy_sum]
         .map(|sum| f64::from_bits(sum.load(Ordering::Relaxed)))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An interval without a kept update shows its loss terms as "-", not as the NaN
+    /// of 0/0, which read as a diverged model; real means keep four decimals.
+    #[test]
+    fn loss_terms_without_updates_are_a_dash() {
+        assert_eq!(loss(f64::NAN), "-");
+        assert_eq!(loss(0.0 / 0.0), "-");
+        assert_eq!(loss(-0.123456), "-0.1235");
+    }
+}

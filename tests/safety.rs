@@ -327,3 +327,60 @@ fn failures_are_named_for_what_they_are() {
         "{line}"
     );
 }
+
+/// A checkpoint write that fails for lack of space (here a file-size limit, which
+/// fails writes the way a full disk does) stops the run on one line naming the file
+/// and what to do, and the checkpoint already there stays whole.
+#[test]
+fn a_failed_checkpoint_write_keeps_the_last_checkpoint() {
+    let scratch = Scratch::new("full-disk");
+    let flags: Vec<String> = [
+        "train",
+        "--env",
+        "CartPole-v1",
+        "--workers",
+        "1",
+        "--hidden-size",
+        "256",
+        "--max-steps",
+        "50",
+    ]
+    .map(String::from)
+    .to_vec();
+    let first = run(&scratch, &flags);
+    assert!(first.status.success(), "{}", first.stderr);
+    let files =
+        ["CartPole-v1.safetensors", "CartPole-v1.optimizer.safetensors", "CartPole-v1.json"];
+    let read_all =
+        || files.map(|name| std::fs::read(scratch.path("trained_models").join(name)).unwrap());
+    let before = read_all();
+    // The model alone is over 256 KB; the shell ignores SIGXFSZ so that the write
+    // fails with an error instead of killing the process, as a full disk's would.
+    let command = format!(
+        "trap '' XFSZ; ulimit -f 128; exec {} {} --load",
+        env!("CARGO_BIN_EXE_a3g"),
+        flags.join(" ")
+    );
+    let output = Command::new("bash")
+        .args(["-c", &command])
+        .current_dir(scratch.path("."))
+        .env_remove("RUST_BACKTRACE")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success(), "{stderr}");
+    let error = stderr.lines().find(|line| line.starts_with("error: ")).unwrap_or_default();
+    assert!(
+        error.contains("cannot write trained_models/CartPole-v1")
+            && error.contains("free some disk space"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert_eq!(read_all(), before, "the checkpoint in place changed");
+    let leftovers = std::fs::read_dir(scratch.path("trained_models"))
+        .unwrap()
+        .filter_map(|entry| entry.ok())
+        .filter(|entry| entry.file_name().to_string_lossy().contains(".tmp"))
+        .count();
+    assert_eq!(leftovers, 0);
+}
