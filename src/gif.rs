@@ -4,12 +4,14 @@
 //! Each frame carries its own palette (Atari screens use at most 128 of the
 //! console's colours, so they are stored exactly), and only the rectangle that
 //! changed since the previous frame is written; an unchanged frame lengthens the
-//! previous one's display time instead.
+//! previous one's display time instead. The `gif` crate encodes each image.
 
-use std::collections::HashMap;
+use std::borrow::Cow;
 use std::fs::File;
-use std::io::{BufWriter, Write};
+use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
+
+use ::gif::{DisposalMethod, Encoder, EncodingError, Repeat};
 
 use crate::env::Frame;
 use crate::error::{Error, Result};
@@ -17,7 +19,7 @@ use crate::error::{Error, Result};
 /// Writes one animated GIF.
 pub struct GifWriter {
     path: PathBuf,
-    out: BufWriter<File>,
+    encoder: Encoder<BufWriter<File>>,
     width: usize,
     height: usize,
     /// Seconds each added frame stands for.
@@ -49,9 +51,14 @@ impl GifWriter {
             path: path.to_path_buf(),
             cause: source,
         })?;
-        let mut writer = GifWriter {
+        // Each frame has its own palette, so the global one is empty (gif 0.11 pads it
+        // to two unused black entries).
+        let encoder = Encoder::new(BufWriter::new(file), width, height, &[])
+            .and_then(|mut encoder| encoder.set_repeat(Repeat::Infinite).map(|()| encoder))
+            .map_err(|err| write_error(path, err))?;
+        Ok(GifWriter {
             path: path.to_path_buf(),
-            out: BufWriter::new(file),
+            encoder,
             width: usize::from(width),
             height: usize::from(height),
             frame_seconds,
@@ -59,17 +66,7 @@ impl GifWriter {
             pending: None,
             elapsed: 0.0,
             written_centiseconds: 0,
-        };
-        let mut header = Vec::with_capacity(32);
-        header.extend_from_slice(b"GIF89a");
-        header.extend_from_slice(&width.to_le_bytes());
-        header.extend_from_slice(&height.to_le_bytes());
-        // No global colour table (each frame has its own); background 0; square pixels.
-        header.extend_from_slice(&[0x00, 0, 0]);
-        // Netscape's application extension: loop forever.
-        header.extend_from_slice(b"\x21\xff\x0bNETSCAPE2.0\x03\x01\x00\x00\x00");
-        writer.write(&header)?;
-        Ok(writer)
+        })
     }
 
     /// Adds the next frame; it must have the size given to [`GifWriter::create`].
@@ -107,53 +104,44 @@ impl GifWriter {
     /// Writes the last frame and the trailer; returns where the file is.
     pub fn finish(mut self) -> Result<PathBuf> {
         self.flush_pending()?;
-        self.write(&[0x3b])?;
-        self.out.flush().map_err(|source| Error::Io {
-            action: "write the recording",
-            path: self.path.clone(),
-            cause: source,
-        })?;
-        Ok(self.path)
+        let GifWriter { path, encoder, .. } = self;
+        match encoder.into_inner().and_then(|mut out| out.flush()) {
+            Ok(()) => Ok(path),
+            Err(source) => Err(Error::Io { action: "write the recording", path, cause: source }),
+        }
     }
 
     fn flush_pending(&mut self) -> Result<()> {
-        let Some(frame) = self.pending.take() else { return Ok(()) };
+        let Some(pending) = self.pending.take() else { return Ok(()) };
         // Delays are rounded on the running total, so a 15 Hz game keeps its pace
         // (7, 6, 7, ... hundredths) instead of drifting.
         let shown_until = (self.elapsed * 100.0).round() as u64;
         let delay = (shown_until - self.written_centiseconds).min(u64::from(u16::MAX)) as u16;
         self.written_centiseconds = shown_until;
-        let table_bits = (usize::BITS - (frame.palette.len().max(2) - 1).leading_zeros()) as u8;
-        let mut bytes = Vec::with_capacity(frame.pixels.len() / 2 + 1024);
-        // Graphic control: keep the frame under the next one (disposal 1), its delay.
-        bytes.extend_from_slice(&[0x21, 0xf9, 0x04, 0x04]);
-        bytes.extend_from_slice(&delay.to_le_bytes());
-        bytes.extend_from_slice(&[0x00, 0x00]);
-        bytes.push(0x2c);
-        for value in [frame.left, frame.top, frame.width, frame.height] {
-            bytes.extend_from_slice(&(value as u16).to_le_bytes());
-        }
-        bytes.push(0x80 | (table_bits - 1));
-        for index in 0..1usize << table_bits {
-            bytes.extend_from_slice(frame.palette.get(index).unwrap_or(&[0, 0, 0]));
-        }
-        let min_code_size = table_bits.max(2);
-        bytes.push(min_code_size);
-        for block in lzw_encode(&frame.pixels, min_code_size).chunks(255) {
-            bytes.push(block.len() as u8);
-            bytes.extend_from_slice(block);
-        }
-        bytes.push(0);
-        self.write(&bytes)
+        let image = ::gif::Frame {
+            delay,
+            // Kept under the next frame, which covers only what changed.
+            dispose: DisposalMethod::Keep,
+            left: pending.left as u16,
+            top: pending.top as u16,
+            width: pending.width as u16,
+            height: pending.height as u16,
+            palette: Some(pending.palette.concat()),
+            buffer: Cow::Owned(pending.pixels),
+            ..::gif::Frame::default()
+        };
+        self.encoder.write_frame(&image).map_err(|err| write_error(&self.path, err))
     }
+}
 
-    fn write(&mut self, bytes: &[u8]) -> Result<()> {
-        self.out.write_all(bytes).map_err(|source| Error::Io {
-            action: "write the recording",
-            path: self.path.clone(),
-            cause: source,
-        })
-    }
+/// The encoder's failure as ours. Its format errors (over 256 colours, no palette)
+/// cannot happen here, but are reported as bad data rather than unwrapped.
+fn write_error(path: &Path, err: EncodingError) -> Error {
+    let source = match err {
+        EncodingError::Io(source) => source,
+        EncodingError::Format(format) => io::Error::new(io::ErrorKind::InvalidData, format),
+    };
+    Error::Io { action: "write the recording", path: path.to_path_buf(), cause: source }
 }
 
 /// The smallest box (left, top, right, bottom, inclusive) holding every pixel that
@@ -178,161 +166,35 @@ fn changed_box(
     changed
 }
 
-/// GIF's variable-width LZW: codes start at `min_code_size + 1` bits and grow to 12,
-/// after which the table is cleared and starts again.
-fn lzw_encode(indices: &[u8], min_code_size: u8) -> Vec<u8> {
-    let clear = 1u16 << min_code_size;
-    let end = clear + 1;
-    let mut bits = BitWriter::default();
-    let mut code_size = min_code_size + 1;
-    let mut next_code = end + 1;
-    let mut table: HashMap<(u16, u8), u16> = HashMap::new();
-    bits.push(clear, code_size);
-    let Some((&first, rest)) = indices.split_first() else {
-        bits.push(end, code_size);
-        return bits.finish();
-    };
-    let mut prefix = u16::from(first);
-    for &index in rest {
-        if let Some(&code) = table.get(&(prefix, index)) {
-            prefix = code;
-            continue;
-        }
-        bits.push(prefix, code_size);
-        if next_code < 4096 {
-            table.insert((prefix, index), next_code);
-            next_code += 1;
-            // The decoder adds its entries one code behind us, so it widens its
-            // codes once the table holds one more entry than the width can name.
-            if next_code > 1 << code_size && code_size < 12 {
-                code_size += 1;
-            }
-        } else {
-            bits.push(clear, code_size);
-            table.clear();
-            next_code = end + 1;
-            code_size = min_code_size + 1;
-        }
-        prefix = u16::from(index);
-    }
-    bits.push(prefix, code_size);
-    bits.push(end, code_size);
-    bits.finish()
-}
-
-/// Packs codes least significant bit first, as GIF stores them.
-#[derive(Default)]
-struct BitWriter {
-    bytes: Vec<u8>,
-    buffer: u32,
-    count: u8,
-}
-
-impl BitWriter {
-    fn push(&mut self, code: u16, size: u8) {
-        self.buffer |= u32::from(code) << self.count;
-        self.count += size;
-        while self.count >= 8 {
-            self.bytes.push(self.buffer as u8);
-            self.buffer >>= 8;
-            self.count -= 8;
-        }
-    }
-
-    fn finish(mut self) -> Vec<u8> {
-        if self.count > 0 {
-            self.bytes.push(self.buffer as u8);
-        }
-        self.bytes
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// A decoder written from the GIF89a specification, to check the encoder against.
-    fn lzw_decode(data: &[u8], min_code_size: u8) -> Vec<u8> {
-        let clear = 1usize << min_code_size;
-        let end = clear + 1;
-        let mut table: Vec<Vec<u8>> = Vec::new();
-        let reset = |table: &mut Vec<Vec<u8>>| {
-            table.clear();
-            table.extend((0..clear).map(|index| vec![index as u8]));
-            table.push(Vec::new());
-            table.push(Vec::new());
-        };
-        reset(&mut table);
-        let (mut position, mut code_size) = (0usize, min_code_size as usize + 1);
-        let mut previous: Option<usize> = None;
-        let mut output = Vec::new();
-        loop {
-            let mut code = 0usize;
-            for bit in 0..code_size {
-                let byte = data[(position + bit) / 8];
-                code |= usize::from((byte >> ((position + bit) % 8)) & 1) << bit;
-            }
-            position += code_size;
-            if code == clear {
-                reset(&mut table);
-                code_size = min_code_size as usize + 1;
-                previous = None;
-                continue;
-            }
-            if code == end {
-                return output;
-            }
-            let entry = match (code < table.len(), previous) {
-                (true, _) => table[code].clone(),
-                (false, Some(previous)) => {
-                    let mut entry = table[previous].clone();
-                    entry.push(table[previous][0]);
-                    entry
-                }
-                (false, None) => panic!("code {code} before any entry"),
-            };
-            if let Some(previous) = previous {
-                if table.len() < 4096 {
-                    let mut added = table[previous].clone();
-                    added.push(entry[0]);
-                    table.push(added);
-                    if table.len() == 1 << code_size && code_size < 12 {
-                        code_size += 1;
-                    }
-                }
-            }
-            output.extend_from_slice(&entry);
-            previous = Some(code);
-        }
-    }
-
-    /// Encoded pixels decode to themselves, through code widening and table
-    /// clears (60 000 noisy pixels fill the 4096-entry table several times).
-    #[test]
-    fn lzw_round_trips() {
-        let mut state = 12345u32;
-        let noisy: Vec<u8> = (0..60_000)
-            .map(|_| {
-                state = state.wrapping_mul(1_103_515_245).wrapping_add(12345);
-                ((state >> 16) % 128) as u8
-            })
-            .collect();
-        let runs: Vec<u8> = (0..20_000).map(|index| ((index / 37) % 3) as u8).collect();
-        for (pixels, min_code_size) in [(noisy, 7), (runs, 2), (vec![1], 2), (Vec::new(), 2)] {
-            let encoded = lzw_encode(&pixels, min_code_size);
-            assert_eq!(lzw_decode(&encoded, min_code_size), pixels);
-        }
-    }
 
     fn frame(pixels: Vec<u8>) -> Frame {
         Frame { width: 4, height: 3, palette: vec![[0, 0, 0], [255, 0, 0], [0, 0, 255]], pixels }
     }
 
-    /// The file has GIF89a's header, one image per changed frame cut to the changed
-    /// box, delays that add up to the game's time, and the trailer.
+    /// The frames the `gif` crate's decoder finds in a file, with the file's bytes.
+    fn decode(path: &Path) -> (Vec<u8>, Vec<::gif::Frame<'static>>) {
+        let bytes = std::fs::read(path).unwrap();
+        std::fs::remove_file(path).unwrap();
+        let mut decoder = ::gif::Decoder::new(bytes.as_slice()).unwrap();
+        let mut frames = Vec::new();
+        while let Some(frame) = decoder.read_next_frame().unwrap() {
+            frames.push(frame.clone());
+        }
+        (bytes, frames)
+    }
+
+    fn temp_gif(name: &str) -> PathBuf {
+        std::env::temp_dir().join(format!("a3g-unit-{name}-{}.gif", std::process::id()))
+    }
+
+    /// The file is a looping GIF89a with one image per changed frame, cut to the
+    /// changed box, kept under the next one, with delays that add up to the game's time.
     #[test]
     fn frames_are_written_as_changed_boxes() {
-        let path = std::env::temp_dir().join(format!("a3g-unit-gif-{}.gif", std::process::id()));
+        let path = temp_gif("boxes");
         let mut writer = GifWriter::create(&path, 4, 3, 1.0 / 15.0).unwrap();
         let first = frame(vec![0; 12]);
         let mut second = first.pixels.clone();
@@ -342,26 +204,52 @@ mod tests {
             writer.add(&frame(pixels)).unwrap();
         }
         assert_eq!(writer.finish().unwrap(), path);
-        let bytes = std::fs::read(&path).unwrap();
-        std::fs::remove_file(&path).unwrap();
-        assert_eq!(&bytes[..6], b"GIF89a");
-        assert_eq!(&bytes[6..10], &[4, 0, 3, 0]);
+        let (bytes, images) = decode(&path);
+        assert_eq!(&bytes[..10], b"GIF89a\x04\x00\x03\x00");
+        // Netscape's application extension: loop forever.
+        let looping = b"NETSCAPE2.0\x03\x01\x00\x00";
+        assert!(bytes.windows(looping.len()).any(|at| at == looping), "loops");
         assert_eq!(bytes.last(), Some(&0x3b));
-        let images: Vec<usize> = (0..bytes.len() - 9)
-            .filter(|&at| bytes[at..at + 4] == [0x21, 0xf9, 0x04, 0x04] && bytes[at + 8] == 0x2c)
-            .collect();
         assert_eq!(images.len(), 2, "the repeated frames merge into their predecessors");
-        let delays: Vec<u16> =
-            images.iter().map(|&at| u16::from_le_bytes([bytes[at + 4], bytes[at + 5]])).collect();
+        let delays: Vec<u16> = images.iter().map(|image| image.delay).collect();
         assert_eq!(delays, [13, 14], "2/15 s each, rounded on the running total");
-        let descriptor = |at: usize| -> Vec<u16> {
-            (0..4)
-                .map(|field| {
-                    u16::from_le_bytes([bytes[at + 9 + 2 * field], bytes[at + 10 + 2 * field]])
-                })
-                .collect()
-        };
-        assert_eq!(descriptor(images[0]), [0, 0, 4, 3]);
-        assert_eq!(descriptor(images[1]), [1, 1, 2, 2]);
+        let boxes: Vec<[u16; 4]> =
+            images.iter().map(|image| [image.left, image.top, image.width, image.height]).collect();
+        assert_eq!(boxes, [[0, 0, 4, 3], [1, 1, 2, 2]]);
+        assert!(images.iter().all(|image| image.dispose == DisposalMethod::Keep));
+        assert_eq!(&images[0].palette.as_deref().unwrap()[..9], [0, 0, 0, 255, 0, 0, 0, 0, 255]);
+        assert_eq!(images[0].buffer.as_ref(), [0; 12]);
+        assert_eq!(images[1].buffer.as_ref(), [1, 0, 0, 2]);
+    }
+
+    /// Full-screen noise in 128 colours (enough to fill the LZW table several times)
+    /// decodes to the indices written, and a one-colour frame to itself.
+    #[test]
+    fn large_frames_round_trip() {
+        let (width, height) = (300u16, 200u16);
+        let mut state = 12345u32;
+        let noisy: Vec<u8> = (0..usize::from(width) * usize::from(height))
+            .map(|_| {
+                state = state.wrapping_mul(1_103_515_245).wrapping_add(12345);
+                ((state >> 16) % 128) as u8
+            })
+            .collect();
+        let palette: Vec<[u8; 3]> =
+            (0..128).map(|index| [index as u8, 2 * index as u8, 7]).collect();
+        let path = temp_gif("noise");
+        let mut writer = GifWriter::create(&path, width, height, 0.05).unwrap();
+        writer
+            .add(&Frame { width, height, palette: palette.clone(), pixels: noisy.clone() })
+            .unwrap();
+        let blank = vec![0; noisy.len()];
+        writer
+            .add(&Frame { width, height, palette: vec![[9, 9, 9]], pixels: blank.clone() })
+            .unwrap();
+        writer.finish().unwrap();
+        let (_, images) = decode(&path);
+        assert_eq!(images.len(), 2);
+        assert_eq!(images[0].buffer.as_ref(), noisy.as_slice());
+        assert_eq!(images[1].buffer.as_ref(), blank.as_slice());
+        assert_eq!(&images[1].palette.as_deref().unwrap()[..3], [9, 9, 9]);
     }
 }

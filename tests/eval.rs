@@ -24,6 +24,58 @@ fn max_difference(a: &Tensor, b: &Tensor) -> f64 {
     (a - b).abs().max().double_value(&[])
 }
 
+/// What the `gif` crate's decoder, written independently of our encoder, finds in a
+/// recording.
+struct Recording {
+    width: u16,
+    height: u16,
+    /// Images in the file.
+    images: usize,
+    /// Their display times added up, in hundredths of a second.
+    centiseconds: u64,
+}
+
+/// Decodes a recording, checking on the way that every image lies inside the screen,
+/// ends its LZW data properly, brings its own palette, stays under the next image,
+/// and changes the screen (the first one covers all of it).
+fn decode_recording(path: &Path) -> Recording {
+    let mut options = gif::DecodeOptions::new();
+    options.check_frame_consistency(true);
+    options.check_lzw_end_code(true);
+    let mut decoder = options.read_info(fs::File::open(path).unwrap()).unwrap();
+    let (width, height) = (decoder.width(), decoder.height());
+    let mut screen = vec![[0u8; 3]; usize::from(width) * usize::from(height)];
+    let (mut images, mut centiseconds) = (0, 0);
+    while let Some(image) = decoder.read_next_frame().unwrap() {
+        if images == 0 {
+            assert_eq!((image.left, image.top, image.width, image.height), (0, 0, width, height));
+        }
+        assert_eq!(image.dispose, gif::DisposalMethod::Keep, "image {images}");
+        let palette = image.palette.as_deref().expect("each image has its own palette");
+        let before = screen.clone();
+        for (offset, &index) in image.buffer.iter().enumerate() {
+            let x = usize::from(image.left) + offset % usize::from(image.width);
+            let y = usize::from(image.top) + offset / usize::from(image.width);
+            let colour = &palette[3 * usize::from(index)..][..3];
+            screen[y * usize::from(width) + x] = colour.try_into().unwrap();
+        }
+        assert!(images == 0 || screen != before, "image {images} changes nothing");
+        images += 1;
+        centiseconds += u64::from(image.delay);
+    }
+    Recording { width, height, images, centiseconds }
+}
+
+/// Checks a recording of a game of `length` agent steps of `step_seconds` each: it
+/// shows the `length + 1` screens played (the reset's and one per step) for their
+/// time, in at most that many images (unchanged screens extend the one before).
+fn assert_recording_shows(recording: &Recording, length: u64, step_seconds: f64) {
+    let screens = length + 1;
+    assert!((2..=screens as usize).contains(&recording.images), "{} images", recording.images);
+    let expected = (screens as f64 * step_seconds * 100.0).round() as u64;
+    assert_eq!(recording.centiseconds, expected, "{screens} screens of {step_seconds} s");
+}
+
 /// The reference's Atari network, loaded from PyTorch's own files (torch.save's
 /// pickle and safetensors), gives PyTorch's value, logits and LSTM state for the
 /// fixture's screen within 1e-5 (tests/fixtures/make_reference_fixture.py).
@@ -62,7 +114,8 @@ fn reference_fixture_forward_matches_pytorch() {
 }
 
 /// A PyTorch .dat checkpoint evaluates from the command line: a line per game on
-/// stdout and in <env>_mon_log, a JSON summary, and a GIF of the recorded game.
+/// stdout and in <env>_mon_log, a JSON summary, and a GIF of the recorded game that
+/// an independent decoder reads as the game's 160x210 screens for the game's time.
 #[test]
 fn eval_plays_a_pytorch_checkpoint_and_records_it() {
     let scratch = Scratch::new("eval-dat");
@@ -96,8 +149,12 @@ fn eval_plays_a_pytorch_checkpoint_and_records_it() {
     assert!(summary["checkpoint"].as_str().unwrap().ends_with("PongNoFrameskip-v4.dat"));
     let recordings = summary["recordings"].as_array().unwrap();
     assert_eq!(recordings.len(), 1, "--render-freq 2 records game 1 of 2");
-    let gif = fs::read(scratch.path(recordings[0].as_str().unwrap())).unwrap();
-    assert_eq!(&gif[..10], b"GIF89a\xa0\x00\xd2\x00", "a 160x210 GIF");
+    let path = scratch.path(recordings[0].as_str().unwrap());
+    assert_eq!(&fs::read(&path).unwrap()[..6], b"GIF89a");
+    let recording = decode_recording(&path);
+    assert_eq!((recording.width, recording.height), (160, 210), "the full Atari screen");
+    // Four emulator frames at 60 Hz per agent step.
+    assert_recording_shows(&recording, summary["lengths"][0].as_u64().unwrap(), 4.0 / 60.0);
     assert_eq!(run.stderr.matches(", reward mean ").count(), 2, "{}", run.stderr);
     let log = fs::read_to_string(scratch.path("logs/PongNoFrameskip-v4_mon_log")).unwrap();
     assert_eq!(log.matches("episode reward").count(), 2, "{log}");
@@ -105,7 +162,8 @@ fn eval_plays_a_pytorch_checkpoint_and_records_it() {
 }
 
 /// A model trained by a3g evaluates with its dimensions taken from the checkpoint,
-/// not from flags; a classic-control game is recorded as a drawn scene.
+/// not from flags; each classic-control game is recorded as a drawn 300x200 scene
+/// that an independent decoder reads as the game's screens for the game's time.
 #[test]
 fn eval_reads_dimensions_from_the_checkpoint() {
     let scratch = Scratch::new("eval-roundtrip");
@@ -135,8 +193,20 @@ fn eval_reads_dimensions_from_the_checkpoint() {
     assert!(run.stdout.contains("3 episodes: reward mean"), "{}", run.stdout);
     let games: Vec<_> = fs::read_dir(scratch.path("games")).unwrap().collect();
     assert_eq!(games.len(), 3);
-    let gif = fs::read(scratch.path("games/CartPole-v1_game0001.gif")).unwrap();
-    assert_eq!(&gif[6..10], b"\x2c\x01\xc8\x00", "a 300x200 scene");
+    let lengths: Vec<u64> = run
+        .stdout
+        .lines()
+        .filter_map(|line| line.split("episode length ").nth(1))
+        .map(|rest| rest.split(',').next().unwrap().parse().unwrap())
+        .collect();
+    assert_eq!(lengths.len(), 3, "{}", run.stdout);
+    for (game, length) in lengths.into_iter().enumerate() {
+        let path = scratch.path(&format!("games/CartPole-v1_game{:04}.gif", game + 1));
+        let recording = decode_recording(&path);
+        assert_eq!((recording.width, recording.height), (300, 200), "a 300x200 scene");
+        // Gym's CartPole steps 0.02 s.
+        assert_recording_shows(&recording, length, 0.02);
+    }
 
     // A renamed checkpoint is caught by its sidecar.
     for extension in ["safetensors", "json"] {

@@ -106,3 +106,48 @@ fn unwritable_tensorboard_dir_is_one_line() {
     ]));
     assert!(line.contains("TensorBoard folder") && line.contains("runs"), "{line}");
 }
+
+/// A disk that fills mid-run stops TensorBoard, not training: with the event file
+/// taking only its first 100 bytes (A3G_FAULT_TENSORBOARD_AFTER_BYTES, then "no space
+/// left on device"), the run ends normally with its checkpoint, after one warning
+/// line that names the folder and says what to do.
+#[test]
+fn full_disk_stops_tensorboard_not_training() {
+    let scratch = Scratch::new("tensorboard-full");
+    let run = scratch.a3g_with_env(
+        &[
+            "train",
+            "--env",
+            "CartPole-v1",
+            "--workers",
+            "1",
+            "--max-steps",
+            "3000",
+            "--status-interval",
+            "0.2",
+            "--tensorboard-logger",
+        ],
+        &[("A3G_FAULT_TENSORBOARD_AFTER_BYTES", "100")],
+    );
+    assert!(run.status.success(), "{}", run.stderr);
+    assert!(!run.stderr.contains("panicked"), "{}", run.stderr);
+    let warnings: Vec<&str> =
+        run.stderr.lines().filter(|line| line.contains("TensorBoard")).collect();
+    assert_eq!(warnings.len(), 1, "one warning: {}", run.stderr);
+    assert!(
+        warnings[0].starts_with(
+            "warning: TensorBoard stopped: cannot write runs/CartPole-v1_training: no space left on device"
+        ) && warnings[0].ends_with("free disk space and restart with --load to resume it"),
+        "{}",
+        warnings[0]
+    );
+    assert!(run.stdout.contains("reached --max-steps"), "{}", run.stdout);
+    assert!(scratch.path("trained_models/CartPole-v1.safetensors").is_file());
+    let events: Vec<_> = std::fs::read_dir(scratch.path("runs/CartPole-v1_training"))
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .collect();
+    assert_eq!(events.len(), 1, "{events:?}");
+    let size = std::fs::metadata(&events[0]).unwrap().len();
+    assert_eq!(size, 100, "writes went on until the disk was full, then stopped");
+}

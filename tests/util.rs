@@ -49,10 +49,16 @@ impl Scratch {
 
     /// Runs `a3g` with `args` inside this folder.
     pub fn a3g(&self, args: &[&str]) -> Run {
+        self.a3g_with_env(args, &[])
+    }
+
+    /// Runs `a3g` with `args` inside this folder, with `vars` added to its environment.
+    pub fn a3g_with_env(&self, args: &[&str], vars: &[(&str, &str)]) -> Run {
         Command::new(env!("CARGO_BIN_EXE_a3g"))
             .args(args)
             .current_dir(&self.dir)
             .env_remove("RUST_BACKTRACE")
+            .envs(vars.iter().copied())
             .output()
             .expect("start the a3g binary")
             .into()

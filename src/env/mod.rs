@@ -169,43 +169,28 @@ pub fn all_ids() -> Vec<String> {
     ids
 }
 
-/// The `count` known ids nearest to `id` by edit distance, ignoring case.
+/// The `count` known ids nearest to `id` by Levenshtein distance, ignoring case.
 fn closest_ids(id: &str, count: usize) -> Vec<String> {
     let wanted = id.to_lowercase();
     let mut scored: Vec<(usize, String)> = all_ids()
         .into_iter()
-        .map(|known| (edit_distance(&wanted, &known.to_lowercase()), known))
+        .map(|known| (strsim::levenshtein(&wanted, &known.to_lowercase()), known))
         .collect();
     scored.sort();
     scored.into_iter().take(count).map(|(_, known)| known).collect()
-}
-
-/// Levenshtein distance between two strings, by characters.
-fn edit_distance(a: &str, b: &str) -> usize {
-    let b: Vec<char> = b.chars().collect();
-    let mut previous: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.chars().enumerate() {
-        let mut current = vec![i + 1; b.len() + 1];
-        for (j, &cb) in b.iter().enumerate() {
-            let substitution = previous[j] + usize::from(ca != cb);
-            current[j + 1] = substitution.min(previous[j + 1] + 1).min(current[j] + 1);
-        }
-        previous = current;
-    }
-    previous[b.len()]
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    /// Edit distance counts insertions, deletions and substitutions.
+    /// Suggestions ignore case and come nearest first.
     #[test]
-    fn edit_distance_counts_edits() {
-        assert_eq!(edit_distance("pong", "pong"), 0);
-        assert_eq!(edit_distance("pongg", "pong"), 1);
-        assert_eq!(edit_distance("kitten", "sitting"), 3);
-        assert_eq!(edit_distance("", "abc"), 3);
+    fn closest_ids_ignore_case() {
+        assert_eq!(closest_ids("cartpole-v1", 1), ["CartPole-v1"]);
+        assert_eq!(closest_ids("PONGNOFRAMESKIP-V4", 1), ["PongNoFrameskip-v4"]);
+        let near = closest_ids("CartPole-v2", 2);
+        assert!(near.contains(&"CartPole-v1".to_string()), "{near:?}");
     }
 
     /// A misspelt id is refused with the nearest real ids as suggestions.
