@@ -281,6 +281,7 @@ impl CheckpointWriter {
             }
             return Err(err);
         }
+        pause_for_fault_injection();
         if self.current_is_complete {
             for (current, previous) in self.current.all().into_iter().zip(self.previous.all()) {
                 // A link, not a copy: the old set stays where it is until renamed over.
@@ -307,6 +308,16 @@ impl CheckpointWriter {
         }
         self.current_is_complete = true;
         Ok(())
+    }
+}
+
+/// Tests of kills and signals during a save set `A3G_FAULT_SAVE_DELAY_MS` to hold
+/// each save between writing its temporaries and renaming them, the moment a kill
+/// must not tear the set.
+fn pause_for_fault_injection() {
+    let delay = std::env::var("A3G_FAULT_SAVE_DELAY_MS").ok().and_then(|ms| ms.parse().ok());
+    if let Some(milliseconds) = delay {
+        std::thread::sleep(std::time::Duration::from_millis(milliseconds));
     }
 }
 
@@ -351,8 +362,12 @@ fn serialize(path: &Path, tensors: &[(&str, &Tensor)]) -> Result<Vec<u8>> {
         // A copy first: workers keep updating the shared weights while we write.
         let copy =
             tch::no_grad(|| tensor.to_device(tch::Device::Cpu).to_kind(Kind::Float).contiguous());
-        if !all_finite(&copy) {
-            return Err(Error::NonFinite { path: path.to_path_buf(), tensor: name.to_string() });
+        if let Some(problem) = implausible_values(name, &copy) {
+            return Err(Error::NonFinite {
+                path: path.to_path_buf(),
+                tensor: name.to_string(),
+                problem,
+            });
         }
         let numel = copy.numel();
         let mut values = vec![0f32; numel];
@@ -368,6 +383,28 @@ fn serialize(path: &Path, tensors: &[(&str, &Tensor)]) -> Result<Vec<u8>> {
             cause: std::io::Error::other(err.to_string()),
         },
     )
+}
+
+/// What is wrong with the values of tensor `name`, if anything. Weights and first
+/// moments must be finite. Second moments (`*square_avg`, `*_sq`) are averages of
+/// squares: never NaN or negative, but +infinity is a state training really reaches
+/// (a finite gradient above ~1.8e19 squares to infinity in f32), in which the
+/// parameter stops moving while the weights stay finite, as in PyTorch's optimizers.
+fn implausible_values(name: &str, tensor: &Tensor) -> Option<&'static str> {
+    if tensor.numel() == 0 || !tensor.is_floating_point() {
+        return None;
+    }
+    let any = |mask: Tensor| tch::no_grad(|| mask.any().int64_value(&[]) != 0);
+    if name.ends_with("square_avg") || name.ends_with("_sq") {
+        if any(tensor.isnan()) {
+            return Some("NaN values");
+        }
+        if any(tensor.lt(0.0)) {
+            return Some("negative values, which an average of squares cannot");
+        }
+        return None;
+    }
+    (!all_finite(tensor)).then_some("NaN or infinite values")
 }
 
 /// Whether every value of a floating-point tensor is finite.
@@ -469,9 +506,6 @@ fn read_set(files: &CheckpointFiles, purpose: Purpose) -> Result<Checkpoint> {
     } else {
         None
     };
-    if let Some(statistics) = &optimizer {
-        check_statistics(&files.optimizer, statistics)?;
-    }
     Ok(Checkpoint { files: files.clone(), sidecar, model, optimizer })
 }
 
@@ -491,21 +525,6 @@ fn lone_model_sidecar() -> Sidecar {
         checksums: None,
         args: serde_json::Value::Null,
     }
-}
-
-/// Second moments are averages of squares: a negative one would make the update's
-/// square root NaN.
-fn check_statistics(path: &Path, statistics: &[(String, Tensor)]) -> Result<()> {
-    for (name, tensor) in statistics {
-        let squares = name.ends_with("square_avg") || name.ends_with("_sq");
-        if squares && tch::no_grad(|| tensor.lt(0.0).any().int64_value(&[]) != 0) {
-            return Err(Error::CorruptCheckpoint {
-                path: path.to_path_buf(),
-                reason: format!("{name} holds negative values, which an average of squares cannot"),
-            });
-        }
-    }
-    Ok(())
 }
 
 /// Reads a safetensors file, checking it against `checksum` (the digest and the
@@ -541,8 +560,8 @@ fn read_tensors(path: &Path, checksum: Option<(&str, &PathBuf)>) -> Result<Vec<(
         let shape: Vec<i64> = view.shape().iter().map(|&size| size as i64).collect();
         // safetensors checked that the data's length is the shape's byte count.
         let tensor = Tensor::f_from_data_size(view.data(), &shape, kind)?.to_kind(Kind::Float);
-        if !all_finite(&tensor) {
-            return Err(corrupt(format!("{name} holds NaN or infinite values")));
+        if let Some(problem) = implausible_values(&name, &tensor) {
+            return Err(corrupt(format!("{name} holds {problem}")));
         }
         tensors.push((name, tensor));
     }
@@ -615,11 +634,13 @@ pub fn read_model(path: &Path) -> Result<Vec<(String, Tensor)>> {
         return read_tensors(path, None);
     }
     let tensors = crate::torch_file::read_state_dict(path)?;
-    if let Some((name, _)) = tensors.iter().find(|(_, tensor)| !all_finite(tensor)) {
-        return Err(Error::CorruptCheckpoint {
-            path: path.to_path_buf(),
-            reason: format!("{name} holds NaN or infinite values"),
-        });
+    for (name, tensor) in &tensors {
+        if let Some(problem) = implausible_values(name, tensor) {
+            return Err(Error::CorruptCheckpoint {
+                path: path.to_path_buf(),
+                reason: format!("{name} holds {problem}"),
+            });
+        }
     }
     Ok(tensors)
 }
@@ -863,7 +884,9 @@ mod tests {
         save_generation(&mut writer, 1.0, 0.5).unwrap();
         let files = CheckpointFiles::new(&dir, "CartPole-v1");
         let before: Vec<Vec<u8>> = files.all().iter().map(|path| fs::read(path).unwrap()).collect();
-        for (value, statistic) in [(f32::NAN, 0.5), (f32::INFINITY, 0.5), (1.0, f32::NAN)] {
+        for (value, statistic) in
+            [(f32::NAN, 0.5), (f32::INFINITY, 0.5), (1.0, f32::NAN), (1.0, -1.0)]
+        {
             let error = save_generation(&mut writer, value, statistic).unwrap_err();
             assert!(matches!(error, Error::NonFinite { .. }), "{error}");
             assert!(error.to_string().contains("checkpoint already there is kept"), "{error}");
@@ -877,11 +900,12 @@ mod tests {
     /// run is refused with a reason naming what is wrong.
     #[test]
     fn implausible_checkpoints_are_refused() {
-        let dir = scratch("implausible");
+        // An infinite second moment is a state training reaches: saved and loaded.
+        let dir = scratch("infinite-second-moment");
         let mut writer = CheckpointWriter::new(&dir, "CartPole-v1").unwrap();
-        save_generation(&mut writer, 1.0, -0.5).unwrap();
-        let message = load(&dir, "CartPole-v1").err().unwrap().to_string();
-        assert!(message.contains("square_avg holds negative values"), "{message}");
+        save_generation(&mut writer, 1.0, f32::INFINITY).unwrap();
+        let loaded = load(&dir, "CartPole-v1").unwrap();
+        assert!(loaded.optimizer.unwrap()[0].1.double_value(&[0]).is_infinite());
 
         let dir = scratch("implausible-counters");
         let mut writer = CheckpointWriter::new(&dir, "CartPole-v1").unwrap();
@@ -900,6 +924,11 @@ mod tests {
         let mut json: serde_json::Value = serde_json::from_str(&text).unwrap();
         json.as_object_mut().unwrap().remove("checksums");
         fs::write(&files.sidecar, json.to_string()).unwrap();
+        let negative =
+            vec![("fc1.weight.square_avg".to_string(), Tensor::from_slice(&[-1.0f32, 1.0]))];
+        Tensor::write_safetensors(&negative, &files.optimizer).unwrap();
+        let message = load(&dir, "CartPole-v1").err().unwrap().to_string();
+        assert!(message.contains("square_avg holds negative values"), "{message}");
         let nan = vec![("fc1.weight".to_string(), Tensor::from_slice(&[f32::NAN, 1.0]))];
         Tensor::write_safetensors(&nan, &files.model).unwrap();
         let message = load(&dir, "CartPole-v1").err().unwrap().to_string();

@@ -149,6 +149,13 @@ pub struct TrainArgs {
     /// Stop once the test agent's mean over its last 100 games reaches this score.
     #[arg(long, allow_negative_numbers = true, value_parser = parse_score, help_heading = "Run")]
     pub stop_at_mean: Option<f64>,
+    /// Share of one core the test agent may take: after a game that took T seconds it
+    /// rests T * (1 / share - 1), so that on a small machine it does not take a
+    /// training thread's core (the reference's test agent rests 60 s after each game).
+    /// Default: 0.1 for Atari, 1 (games back to back) for classic control, whose games
+    /// are short and whose --stop-at-mean needs many of them.
+    #[arg(long, value_parser = parse_share, help_heading = "Run")]
+    pub test_share: Option<f64>,
     /// Seconds between status lines (at most a day).
     #[arg(long, default_value_t = 5.0, value_parser = parse_status_interval, allow_negative_numbers = true, help_heading = "Run")]
     pub status_interval: f64,
@@ -256,6 +263,12 @@ fn parse_duration(text: &str) -> Result<HumanDuration, String> {
 fn parse_status_interval(text: &str) -> Result<f64, String> {
     number_in(text, |value| value > 0.0 && value <= 86_400.0)
         .ok_or_else(|| format!("{text:?} is not an interval; write seconds above 0, at most 86400"))
+}
+
+fn parse_share(text: &str) -> Result<f64, String> {
+    number_in(text, |value| value > 0.0 && value <= 1.0).ok_or_else(|| {
+        format!("{text:?} is not a share of a core; write a number above 0, at most 1")
+    })
 }
 
 fn parse_learning_rate(text: &str) -> Result<f64, String> {

@@ -74,12 +74,14 @@ pub enum Error {
         missing: PathBuf,
     },
     /// Weights or statistics that are NaN or infinite, refused rather than saved.
-    #[error("not saving {}: {tensor} holds NaN or infinite values, so the weights have diverged; the checkpoint already there is kept, lower --lr and resume from it with --load", path.display())]
+    #[error("not saving {}: {tensor} holds {problem}, so training has diverged; the checkpoint already there is kept, lower --lr and resume from it with --load", path.display())]
     NonFinite {
         /// The file that would have been written.
         path: PathBuf,
-        /// The first tensor with a non-finite value.
+        /// The first tensor with an impossible value.
         tensor: String,
+        /// What is wrong with its values.
+        problem: &'static str,
     },
     /// A fresh run aimed at a folder that already holds a model of its environment.
     #[error("{} already holds a trained model of {env}; pass --load to resume it, --save-model-dir to save this run elsewhere, or --overwrite to replace it", path.display())]

@@ -1,7 +1,7 @@
 //! The test agent: a thread like the reference's test process, playing whole games
 //! greedily with the latest shared weights and reporting each one.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use crossbeam::channel::Sender;
 use tch::{nn, Device, Tensor};
@@ -73,6 +73,18 @@ pub fn play_greedy_game(
     })
 }
 
+/// Sleeps for `duration`, waking early for a stop.
+fn rest(stop: &Stop, duration: Duration) {
+    let until = Instant::now() + duration;
+    while !stop.requested() {
+        let left = until.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return;
+        }
+        std::thread::sleep(left.min(Duration::from_millis(50)));
+    }
+}
+
 /// The test agent's thread: what it plays with.
 pub struct TestAgent {
     pub env: Box<dyn Env>,
@@ -82,18 +94,22 @@ pub struct TestAgent {
     /// Handles on the shared (CPU) parameters, pulled before every game.
     pub shared_parameters: Vec<Tensor>,
     pub max_episode_length: u32,
+    /// Share of one core it may take, in (0, 1]: it rests between games to keep to it.
+    pub core_share: f64,
 }
 
 impl TestAgent {
     /// Plays test games until a stop is requested, sending each result to the monitor.
     pub fn run(self, stop: Stop, started: Instant, results: Sender<EpisodeStats>) {
-        let TestAgent { mut env, spec, device, shared_parameters, max_episode_length } = self;
+        let TestAgent { mut env, spec, device, shared_parameters, max_episode_length, core_share } =
+            self;
         tch::set_num_threads(1);
         let vs = nn::VarStore::new(device);
         let model = ActorCritic::new(&vs, &spec);
         let local: Vec<Tensor> =
             model.parameters().iter().map(|(_, tensor)| tensor.shallow_clone()).collect();
         while !stop.requested() {
+            let game_started = Instant::now();
             pull(&shared_parameters, &local);
             let played = play_greedy_game(
                 env.as_mut(),
@@ -120,6 +136,7 @@ impl TestAgent {
             if results.send(game).is_err() {
                 break;
             }
+            rest(&stop, game_started.elapsed().mul_f64(1.0 / core_share - 1.0));
         }
     }
 }

@@ -28,6 +28,10 @@ use crate::tensorboard::{Board, TrainingFigures};
 use crate::tester::{self, EpisodeStats};
 use crate::worker::{self, Counters, Worker, WorkerQueue, WorkerSetup};
 
+/// The test agent's default share of one core on Atari: its games are long and
+/// greedy play only measures progress, while every core it takes slows training.
+const ATARI_TEST_SHARE: f64 = 0.1;
+
 /// Test games the running mean is taken over.
 const MEAN_WINDOW: usize = 100;
 
@@ -191,6 +195,10 @@ pub fn run(args: &TrainArgs) -> Result<()> {
             device: *devices.last().expect("at least one device"),
             shared_parameters: shared_parameters(),
             max_episode_length: args.environment.max_episode_length,
+            core_share: args.test_share.unwrap_or(match spec.body {
+                crate::model::Body::AtariLstm => ATARI_TEST_SHARE,
+                crate::model::Body::Mlp { .. } => 1.0,
+            }),
         };
         let stop = stop.clone();
         thread::Builder::new()
@@ -237,39 +245,50 @@ pub fn run(args: &TrainArgs) -> Result<()> {
     let mut monitor_error = None;
     while !stop.requested() {
         match results.recv_timeout(Duration::from_millis(50)) {
-            Ok(game) => {
-                test_games += 1;
-                if recent.len() == MEAN_WINDOW {
-                    recent.pop_front();
+            Ok(first) => {
+                // Every game already waiting is logged, but only the last one worth
+                // keeping is saved: a save syncs three files to disk, and short games
+                // (CartPole's first ones take milliseconds) would otherwise queue up
+                // faster than they are saved, delaying --stop-at-mean and the log.
+                let mut to_save = None;
+                for game in std::iter::once(first).chain(results.try_iter()) {
+                    test_games += 1;
+                    if recent.len() == MEAN_WINDOW {
+                        recent.pop_front();
+                    }
+                    recent.push_back(game.reward);
+                    let mean = recent.iter().sum::<f64>() / recent.len() as f64;
+                    let played: Vec<(String, Tensor)> =
+                        parameter_names.iter().cloned().zip(game.weights).collect();
+                    if let Some(board) = board.as_mut() {
+                        let steps = counters.agent_steps.load(Ordering::Relaxed);
+                        board.test_game(steps, game.reward, game.length, mean, &played);
+                    }
+                    let line =
+                        game_log::game_line(game.finished_at, game.reward, game.length, mean);
+                    console::say(&line);
+                    if let Err(err) = log.write_line(&line) {
+                        monitor_error = Some(err);
+                        stop.request(StopReason::Failure("cannot write the log".into()));
+                    }
+                    let new_best = best.max(game.reward);
+                    if !args.save_max || game.reward >= best {
+                        to_save = Some((test_games, new_best, played));
+                    }
+                    best = new_best;
+                    if args
+                        .stop_at_mean
+                        .is_some_and(|target| recent.len() == MEAN_WINDOW && mean >= target)
+                    {
+                        stop.request(StopReason::TargetScore);
+                    }
                 }
-                recent.push_back(game.reward);
-                let mean = recent.iter().sum::<f64>() / recent.len() as f64;
-                let played: Vec<(String, Tensor)> =
-                    parameter_names.iter().cloned().zip(game.weights).collect();
-                if let Some(board) = board.as_mut() {
-                    let steps = counters.agent_steps.load(Ordering::Relaxed);
-                    board.test_game(steps, game.reward, game.length, mean, &played);
-                }
-                let line = game_log::game_line(game.finished_at, game.reward, game.length, mean);
-                console::say(&line);
-                if let Err(err) = log.write_line(&line) {
-                    monitor_error = Some(err);
-                    stop.request(StopReason::Failure("cannot write the log".into()));
-                }
-                let new_best = best.max(game.reward);
-                if !args.save_max || game.reward >= best {
+                if let Some((games, best_so_far, played)) = to_save {
                     saved_best = true;
-                    if let Err(err) = save(test_games, new_best, &played) {
+                    if let Err(err) = save(games, best_so_far, &played) {
                         monitor_error = Some(err);
                         stop.request(StopReason::Failure("cannot write the checkpoint".into()));
                     }
-                }
-                best = new_best;
-                if args
-                    .stop_at_mean
-                    .is_some_and(|target| recent.len() == MEAN_WINDOW && mean >= target)
-                {
-                    stop.request(StopReason::TargetScore);
                 }
             }
             Err(RecvTimeoutError::Timeout) => {}
@@ -282,6 +301,12 @@ pub fn run(args: &TrainArgs) -> Result<()> {
         if status.due(status_interval) {
             let sample = status.sample(&counters);
             console::say(&sample.line());
+            // In the log too, so that a learning curve can be drawn against agent steps
+            // from the log alone (scripts reading the reference's logs skip such lines).
+            if let Err(err) = log.write_line(&sample.line()) {
+                monitor_error = Some(err);
+                stop.request(StopReason::Failure("cannot write the log".into()));
+            }
             if let Some(board) = board.as_mut() {
                 board.training(
                     sample.agent_steps,

@@ -271,14 +271,26 @@ fn ctrl_c_is_seen_mid_rollout_and_twice_quits_at_once() {
     assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
     assert!(String::from_utf8_lossy(&output.stdout).contains("interrupted: saved"));
 
-    let child = spawn(&scratch, &[&long_rollouts[..], &["--load".to_string()]].concat());
+    // Each save now pauses 3 s before its renames, so the second Ctrl-C lands while
+    // the final checkpoint is being written: the worst moment to quit.
+    let mut child = Command::new(env!("CARGO_BIN_EXE_a3g"))
+        .args([&long_rollouts[..], &["--load".to_string()]].concat())
+        .env("A3G_FAULT_SAVE_DELAY_MS", "3000")
+        .current_dir(scratch.path("."))
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start a3g");
     std::thread::sleep(Duration::from_secs(3));
     signal(&child, "INT");
-    std::thread::sleep(Duration::from_millis(20));
+    std::thread::sleep(Duration::from_millis(500));
     signal(&child, "INT");
-    let output = child.wait_with_output().unwrap();
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert_eq!(output.status.code(), Some(130), "{stderr}");
+    let quit = Instant::now();
+    let status = child.wait().unwrap();
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
+    assert!(quit.elapsed() < Duration::from_secs(2), "took {:?} to quit", quit.elapsed());
+    assert_eq!(status.code(), Some(130), "{stderr}");
     assert!(
         stderr.contains("quitting at once; trained_models keeps the last complete checkpoint"),
         "{stderr}"
