@@ -52,12 +52,29 @@ fn parse_state_dict(bytes: &[u8]) -> Result<Vec<(String, Tensor)>, String> {
         }
     }
     let pickle = archive.entry(&pickle_name).expect("found among the names")?;
-    let entries = match Unpickler::new(pickle).run()? {
-        Value::Dict(entries) => entries,
-        other => return Err(format!("it holds {}, not a state dict", other.describe())),
+    let (state, _) = Unpickler::new(pickle, "data.pkl").run()?;
+    let entries = state_dict_entries(state)?;
+    let mut storages = HashMap::new();
+    for (name, layout) in &entries {
+        let key = &layout.storage.key;
+        if !storages.contains_key(key) {
+            let storage = archive
+                .entry(&format!("{prefix}data/{key}"))
+                .ok_or_else(|| format!("the storage of {name} is missing"))??;
+            storages.insert(key.clone(), storage);
+        }
+    }
+    materialize_all(entries, &storages, bytes.len())
+}
+
+/// The names and layouts of a state dict's tensors, in its order.
+fn state_dict_entries(state: Value) -> Result<Vec<(String, TensorLayout)>, String> {
+    let Value::Dict(items) = state else {
+        return Err(format!("it holds {}, not a state dict", state.describe()));
     };
-    let mut tensors = Vec::with_capacity(entries.len());
-    for (key, value) in entries {
+    let mut entries = Vec::with_capacity(items.values.len() / 2);
+    let mut items = items.values.into_iter();
+    while let (Some(key), Some(value)) = (items.next(), items.next()) {
         let Value::Str(name) = key else {
             return Err(format!("a key of its state dict is {}, not a name", key.describe()));
         };
@@ -67,13 +84,39 @@ fn parse_state_dict(bytes: &[u8]) -> Result<Vec<(String, Tensor)>, String> {
                 value.describe()
             ));
         };
-        let storage = archive
-            .entry(&format!("{prefix}data/{}", layout.storage_key))
-            .ok_or_else(|| format!("the storage of {name} is missing"))??;
-        tensors.push((
-            name.clone(),
-            layout.materialize(storage).map_err(|why| format!("{name}: {why}"))?,
-        ));
+        entries.push((name, *layout));
+    }
+    Ok(entries)
+}
+
+/// How many times over a state dict's tensors may hold its file's bytes. Tensors may
+/// share a storage (tied weights), but a crafted file could name one storage a
+/// million times to exhaust memory.
+const TENSOR_BYTES_PER_FILE_BYTE: usize = 4;
+
+/// Each tensor, read from its storage's bytes (by key in `storages`).
+fn materialize_all<S: AsRef<[u8]>>(
+    entries: Vec<(String, TensorLayout)>,
+    storages: &HashMap<String, S>,
+    file_length: usize,
+) -> Result<Vec<(String, Tensor)>, String> {
+    let allowance = file_length.saturating_mul(TENSOR_BYTES_PER_FILE_BYTE);
+    let mut total = 0usize;
+    let mut tensors = Vec::with_capacity(entries.len());
+    for (name, layout) in entries {
+        let storage = storages
+            .get(&layout.storage.key)
+            .ok_or_else(|| format!("the storage of {name} is missing"))?;
+        let tensor =
+            layout.materialize(storage.as_ref()).map_err(|why| format!("{name}: {why}"))?;
+        total = total.saturating_add(tensor.numel() * layout.storage.kind.elt_size_in_bytes());
+        if total > allowance {
+            return Err(format!(
+                "its tensors would take over {TENSOR_BYTES_PER_FILE_BYTE} times the file's size \
+                 (storages shared by too many tensors)"
+            ));
+        }
+        tensors.push((name, tensor));
     }
     Ok(tensors)
 }
@@ -200,11 +243,17 @@ fn crc32(data: &[u8]) -> u32 {
         .fold(!0u32, |crc, &byte| TABLE[((crc ^ u32::from(byte)) & 0xff) as usize] ^ (crc >> 8))
 }
 
+/// A storage that tensors read from, as `persistent_load` resolves it.
+#[derive(Clone, Debug)]
+struct StorageRef {
+    key: String,
+    kind: Kind,
+}
+
 /// Where a tensor's elements lie in its storage, as `_rebuild_tensor_v2` records it.
 #[derive(Clone, Debug)]
 struct TensorLayout {
-    storage_key: String,
-    kind: Kind,
+    storage: StorageRef,
     offset: i64,
     size: Vec<i64>,
     stride: Vec<i64>,
@@ -212,49 +261,91 @@ struct TensorLayout {
 
 impl TensorLayout {
     /// A contiguous tensor holding the elements the layout selects from `storage`.
+    ///
+    /// Every number comes from the file, so the layout is checked first, in 64-bit
+    /// arithmetic that refuses to overflow: it must select no more elements than the
+    /// storage holds (a stride of 0 would otherwise repeat one element into terabytes)
+    /// and reach none beyond its end.
     fn materialize(&self, storage: &[u8]) -> Result<Tensor, String> {
-        let element_size = self.kind.elt_size_in_bytes();
-        let elements = (storage.len() / element_size) as i64;
-        let last =
-            self.size.iter().zip(&self.stride).try_fold(self.offset, |last, (&size, &stride)| {
-                (size >= 0 && stride >= 0).then(|| last + (size - 1).max(0) * stride)
-            });
-        let empty = self.size.contains(&0);
-        match last {
-            Some(last) if empty || (self.offset >= 0 && last < elements) => {}
-            _ => return Err("its shape reaches past the end of its storage".into()),
+        let kind = self.storage.kind;
+        let element_size = kind.elt_size_in_bytes();
+        let elements = storage.len() / element_size;
+        if self.size.len() != self.stride.len() {
+            return Err("its size and stride differ in length".into());
         }
-        let flat = Tensor::from_data_size(
-            &storage[..elements as usize * element_size],
-            &[elements],
-            self.kind,
+        if self.offset < 0 || self.size.iter().chain(&self.stride).any(|&value| value < 0) {
+            return Err("its layout has a negative size, stride or offset".into());
+        }
+        let count = self.size.iter().try_fold(1u64, |count, &size| count.checked_mul(size as u64));
+        match count {
+            None => return Err("its element count overflows".into()),
+            Some(0) => {
+                return Tensor::f_zeros(self.size.as_slice(), (kind, tch::Device::Cpu))
+                    .map_err(torch_reason)
+            }
+            Some(count) if count > elements as u64 => {
+                return Err(format!("it has {count} elements, its storage only {elements}"))
+            }
+            Some(_) => {}
+        }
+        // The furthest element the layout reaches, offset + sum((size - 1) * stride);
+        // no size is 0 here.
+        let last = self.size.iter().zip(&self.stride).try_fold(
+            self.offset as u64,
+            |last, (&size, &stride)| {
+                last.checked_add((size as u64 - 1).checked_mul(stride as u64)?)
+            },
         );
-        Ok(flat.as_strided(self.size.as_slice(), self.stride.as_slice(), self.offset).contiguous())
+        if last.is_none_or(|last| last >= elements as u64) {
+            return Err("its shape reaches past the end of its storage".into());
+        }
+        let flat =
+            Tensor::f_from_data_size(&storage[..elements * element_size], &[elements as i64], kind)
+                .map_err(torch_reason)?;
+        flat.f_as_strided(self.size.as_slice(), self.stride.as_slice(), self.offset)
+            .and_then(|tensor| tensor.f_contiguous())
+            .map_err(torch_reason)
     }
 }
+
+/// libtorch's reason, without the C++ backtrace that follows its first line.
+fn torch_reason(err: tch::TchError) -> String {
+    format!("libtorch refused it: {}", err.to_string().lines().next().unwrap_or(""))
+}
+
+/// How deep a pickle's containers may nest. A state dict needs five levels; cloning
+/// and dropping a value recurse through it, so a crafted file of 100 000 nested lists
+/// would otherwise overflow the stack.
+const MAX_DEPTH: usize = 1000;
+
+/// How many bytes of values a pickle may build per byte of it read so far, copies
+/// included, beyond `BUILT_AT_START`. The fixture's data.pkl builds 32 (a value is
+/// 56 bytes, and torch.save memoizes nearly every one, which copies it); no run of
+/// opcodes builds more than about 60. The bound stops DUP or memo copies from
+/// doubling a value at every opcode until memory runs out.
+const BUILT_PER_BYTE: usize = 128;
+const BUILT_AT_START: usize = 1 << 20;
 
 /// The values a state dict's pickle builds.
 #[derive(Clone, Debug)]
 enum Value {
     None,
-    // Booleans, floats and byte strings only pass through (requires_grad, say),
-    // so their values are not kept.
-    Bool,
     Int(i64),
+    // Booleans, floats and byte strings only pass through (requires_grad, say), so
+    // their values are not kept.
+    Bool,
     Float,
     Str(String),
     Bytes,
-    Tuple(Vec<Value>),
-    List(Vec<Value>),
-    Dict(Vec<(Value, Value)>),
+    Tuple(Items),
+    List(Items),
+    /// Keys and values alternate.
+    Dict(Items),
     /// A class or function named by module and name.
     Global(String, String),
     /// A storage referred to by key, from `persistent_load`.
-    Storage {
-        key: String,
-        kind: Kind,
-    },
-    Tensor(TensorLayout),
+    Storage(Box<StorageRef>),
+    Tensor(Box<TensorLayout>),
     /// What the pickle stack keeps between MARK and the opcode that collects it.
     Mark,
 }
@@ -272,31 +363,98 @@ impl Value {
             Value::List(_) => "a list".into(),
             Value::Dict(_) => "a dict".into(),
             Value::Global(module, name) => format!("{module}.{name}"),
-            Value::Storage { .. } => "a storage".into(),
+            Value::Storage(_) => "a storage".into(),
             Value::Tensor(_) => "a tensor".into(),
             Value::Mark => "a mark".into(),
         }
+    }
+
+    /// How many containers deep the value is: 0 for a number, 1 for an empty list.
+    fn depth(&self) -> usize {
+        match self {
+            Value::Tuple(items) | Value::List(items) | Value::Dict(items) => items.depth + 1,
+            _ => 0,
+        }
+    }
+
+    /// About how many bytes of memory the value occupies, its contents included.
+    fn footprint(&self) -> usize {
+        std::mem::size_of::<Value>()
+            + match self {
+                Value::Str(text) => text.len(),
+                Value::Global(module, name) => module.len() + name.len(),
+                Value::Tuple(items) | Value::List(items) | Value::Dict(items) => items.footprint,
+                Value::Storage(storage) => std::mem::size_of::<StorageRef>() + storage.key.len(),
+                Value::Tensor(layout) => {
+                    std::mem::size_of::<TensorLayout>()
+                        + layout.storage.key.len()
+                        + 8 * (layout.size.len() + layout.stride.len())
+                }
+                _ => 0,
+            }
+    }
+}
+
+/// The items of a tuple, list or dict, with their depth and footprint kept up to
+/// date as they grow, so that bounding them costs nothing per opcode.
+#[derive(Clone, Debug, Default)]
+struct Items {
+    values: Vec<Value>,
+    /// The deepest item's `Value::depth`.
+    depth: usize,
+    /// The sum of the items' `Value::footprint`.
+    footprint: usize,
+}
+
+impl Items {
+    fn new(values: Vec<Value>) -> Result<Self, String> {
+        let mut items = Items::default();
+        items.values.reserve_exact(values.len());
+        for value in values {
+            items.push(value)?;
+        }
+        Ok(items)
+    }
+
+    fn push(&mut self, value: Value) -> Result<(), String> {
+        let depth = value.depth();
+        if depth >= MAX_DEPTH {
+            return Err(format!("it nests containers more than {MAX_DEPTH} deep"));
+        }
+        self.depth = self.depth.max(depth);
+        self.footprint += value.footprint();
+        self.values.push(value);
+        Ok(())
     }
 }
 
 /// A pickle machine for the opcodes `torch.save` emits.
 struct Unpickler<'a> {
     bytes: &'a [u8],
+    /// Which pickle this is, for messages ("data.pkl").
+    name: &'static str,
     position: usize,
     stack: Vec<Value>,
     memo: HashMap<u32, Value>,
+    /// Bytes of values built so far, copies included, against `BUILT_PER_BYTE`.
+    built: usize,
 }
 
 impl<'a> Unpickler<'a> {
-    fn new(bytes: &'a [u8]) -> Self {
-        Unpickler { bytes, position: 0, stack: Vec::new(), memo: HashMap::new() }
+    fn new(bytes: &'a [u8], name: &'static str) -> Self {
+        Unpickler { bytes, name, position: 0, stack: Vec::new(), memo: HashMap::new(), built: 0 }
+    }
+
+    fn malformed(&self, what: &str) -> String {
+        format!("its {} is malformed ({what})", self.name)
     }
 
     fn take(&mut self, count: usize) -> Result<&'a [u8], String> {
         let bytes = self
-            .bytes
-            .get(self.position..self.position + count)
-            .ok_or("its data.pkl ends early")?;
+            .position
+            .checked_add(count)
+            .and_then(|end| self.bytes.get(self.position..end))
+            .ok_or_else(|| format!("its {} ends early", self.name))?;
         self.position += count;
         Ok(bytes)
     }
@@ -306,16 +464,21 @@ impl<'a> Unpickler<'a> {
     }
 
     fn u16(&mut self) -> Result<u16, String> {
-        Ok(u16::from_le_bytes(self.take(2)?.try_into().expect("two bytes")))
+        let bytes = self.take(2)?;
+        Ok(u16::from_le_bytes([bytes[0], bytes[1]]))
     }
 
     fn u32(&mut self) -> Result<u32, String> {
-        Ok(u32::from_le_bytes(self.take(4)?.try_into().expect("four bytes")))
+        let bytes = self.take(4)?;
+        Ok(u32::from_le_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]))
     }
 
     fn line(&mut self) -> Result<String, String> {
         let rest = &self.bytes[self.position..];
-        let end = rest.iter().position(|&byte| byte == b'\n').ok_or("its data.pkl ends early")?;
+        let end = rest
+            .iter()
+            .position(|&byte| byte == b'\n')
+            .ok_or_else(|| format!("its {} ends early", self.name))?;
         let text = String::from_utf8_lossy(&rest[..end]).into_owned();
         self.position += end + 1;
         Ok(text)
@@ -323,15 +486,45 @@ impl<'a> Unpickler<'a> {
 
     fn text(&mut self, length: usize) -> Result<String, String> {
         let bytes = self.take(length)?;
-        String::from_utf8(bytes.to_vec()).map_err(|_| "its data.pkl holds invalid UTF-8".into())
+        String::from_utf8(bytes.to_vec())
+            .map_err(|_| format!("its {} holds invalid UTF-8", self.name))
+    }
+
+    /// Counts `value` against what the pickle may build, then pushes it. Values made
+    /// of popped ones (a tuple of the top three, say) are pushed directly: only their
+    /// own node is new.
+    fn push(&mut self, value: Value) -> Result<(), String> {
+        self.charge(value.footprint())?;
+        self.stack.push(value);
+        Ok(())
+    }
+
+    fn charge(&mut self, bytes: usize) -> Result<(), String> {
+        self.built = self.built.saturating_add(bytes);
+        if self.built > BUILT_AT_START.saturating_add(BUILT_PER_BYTE.saturating_mul(self.position))
+        {
+            return Err(format!(
+                "its {} copies values far beyond its own size (over {BUILT_PER_BYTE} bytes per byte)",
+                self.name
+            ));
+        }
+        Ok(())
+    }
+
+    /// Pushes a tuple, list or dict made of values taken off the stack.
+    fn push_container(&mut self, container: Value) -> Result<(), String> {
+        self.charge(std::mem::size_of::<Value>())?;
+        self.stack.push(container);
+        Ok(())
     }
 
     fn pop(&mut self) -> Result<Value, String> {
-        self.stack.pop().ok_or_else(|| "its data.pkl is malformed (stack underflow)".into())
+        self.stack.pop().ok_or_else(|| self.malformed("stack underflow"))
     }
 
     fn top(&mut self) -> Result<&mut Value, String> {
-        self.stack.last_mut().ok_or_else(|| "its data.pkl is malformed (empty stack)".into())
+        let name = self.name;
+        self.stack.last_mut().ok_or_else(|| format!("its {name} is malformed (empty stack)"))
     }
 
     /// Everything above the topmost mark, which is removed.
@@ -340,17 +533,26 @@ impl<'a> Unpickler<'a> {
             .stack
             .iter()
             .rposition(|value| matches!(value, Value::Mark))
-            .ok_or("its data.pkl is malformed (no mark)")?;
+            .ok_or_else(|| self.malformed("no mark"))?;
         let items = self.stack.split_off(mark + 1);
         self.stack.pop();
         Ok(items)
     }
 
-    fn memo_get(&self, index: u32) -> Result<Value, String> {
-        self.memo.get(&index).cloned().ok_or_else(|| "its data.pkl is malformed (memo)".into())
+    fn memo_put(&mut self, index: u32) -> Result<(), String> {
+        let value = self.top()?.clone();
+        self.charge(value.footprint())?;
+        self.memo.insert(index, value);
+        Ok(())
     }
 
-    fn run(mut self) -> Result<Value, String> {
+    fn memo_get(&mut self, index: u32) -> Result<(), String> {
+        let value = self.memo.get(&index).cloned().ok_or_else(|| self.malformed("memo"))?;
+        self.push(value)
+    }
+
+    /// Runs the pickle to its STOP opcode: the value it built, and where it ended.
+    fn run(mut self) -> Result<(Value, usize), String> {
         loop {
             let opcode = self.byte()?;
             match opcode {
@@ -360,122 +562,155 @@ impl<'a> Unpickler<'a> {
                 0x95 => {
                     self.take(8)?; // FRAME: a length hint.
                 }
-                b'.' => return self.pop(),
-                b'(' => self.stack.push(Value::Mark),
-                b'N' => self.stack.push(Value::None),
-                0x88 | 0x89 => self.stack.push(Value::Bool),
+                b'.' => {
+                    let value = self.pop()?;
+                    return Ok((value, self.position));
+                }
+                b'(' => self.push(Value::Mark)?,
+                b'N' => self.push(Value::None)?,
+                0x88 | 0x89 => self.push(Value::Bool)?,
                 b'K' => {
                     let value = self.byte()?;
-                    self.stack.push(Value::Int(i64::from(value)));
+                    self.push(Value::Int(i64::from(value)))?;
                 }
                 b'M' => {
                     let value = self.u16()?;
-                    self.stack.push(Value::Int(i64::from(value)));
+                    self.push(Value::Int(i64::from(value)))?;
                 }
                 b'J' => {
                     let value = self.u32()? as i32;
-                    self.stack.push(Value::Int(i64::from(value)));
+                    self.push(Value::Int(i64::from(value)))?;
                 }
                 0x8a => {
                     let length = usize::from(self.byte()?);
                     let bytes = self.take(length)?;
                     if length > 8 {
-                        return Err("its data.pkl holds an integer beyond 64 bits".into());
+                        return Err(format!("its {} holds an integer beyond 64 bits", self.name));
                     }
                     // Little-endian two's complement, sign-extended from its top byte.
                     let negative = bytes.last().is_some_and(|&top| top & 0x80 != 0);
                     let mut full = [if negative { 0xff } else { 0 }; 8];
                     full[..length].copy_from_slice(bytes);
-                    self.stack.push(Value::Int(i64::from_le_bytes(full)));
+                    self.push(Value::Int(i64::from_le_bytes(full)))?;
                 }
                 b'G' => {
                     self.take(8)?;
-                    self.stack.push(Value::Float);
+                    self.push(Value::Float)?;
                 }
                 b'X' => {
                     let length = self.u32()? as usize;
                     let text = self.text(length)?;
-                    self.stack.push(Value::Str(text));
+                    self.push(Value::Str(text))?;
                 }
                 0x8c => {
                     let length = usize::from(self.byte()?);
                     let text = self.text(length)?;
-                    self.stack.push(Value::Str(text));
+                    self.push(Value::Str(text))?;
                 }
-                b'U' | b'C' => {
+                b'U' | b'T' => {
+                    // Python 2's str, in which its pickles name tensors and storages;
+                    // PyTorch decodes it as text too.
+                    let length = if opcode == b'U' {
+                        usize::from(self.byte()?)
+                    } else {
+                        self.u32()? as usize
+                    };
+                    let bytes = self.take(length)?;
+                    let value = match std::str::from_utf8(bytes) {
+                        Ok(text) => Value::Str(text.to_string()),
+                        Err(_) => Value::Bytes,
+                    };
+                    self.push(value)?;
+                }
+                b'C' => {
                     let length = usize::from(self.byte()?);
                     self.take(length)?;
-                    self.stack.push(Value::Bytes);
+                    self.push(Value::Bytes)?;
                 }
-                b'T' | b'B' => {
+                b'B' => {
                     let length = self.u32()? as usize;
                     self.take(length)?;
-                    self.stack.push(Value::Bytes);
+                    self.push(Value::Bytes)?;
                 }
-                b')' => self.stack.push(Value::Tuple(Vec::new())),
+                b')' => self.push(Value::Tuple(Items::default()))?,
                 b't' => {
-                    let items = self.pop_mark()?;
-                    self.stack.push(Value::Tuple(items));
+                    let items = Items::new(self.pop_mark()?)?;
+                    self.push_container(Value::Tuple(items))?;
                 }
                 0x85..=0x87 => {
                     let count = usize::from(opcode - 0x84);
                     if self.stack.len() < count {
-                        return Err("its data.pkl is malformed (short tuple)".into());
+                        return Err(self.malformed("short tuple"));
                     }
-                    let items = self.stack.split_off(self.stack.len() - count);
-                    self.stack.push(Value::Tuple(items));
+                    let items = Items::new(self.stack.split_off(self.stack.len() - count))?;
+                    self.push_container(Value::Tuple(items))?;
                 }
-                b']' => self.stack.push(Value::List(Vec::new())),
+                b']' => self.push(Value::List(Items::default()))?,
                 b'l' => {
-                    let items = self.pop_mark()?;
-                    self.stack.push(Value::List(items));
+                    let items = Items::new(self.pop_mark()?)?;
+                    self.push_container(Value::List(items))?;
                 }
                 b'a' => {
                     let item = self.pop()?;
+                    let name = self.name;
                     match self.top()? {
-                        Value::List(items) => items.push(item),
-                        other => return Err(format!("its data.pkl appends to {}", other.describe())),
+                        Value::List(items) => items.push(item)?,
+                        other => return Err(format!("its {name} appends to {}", other.describe())),
                     }
                 }
                 b'e' => {
                     let new_items = self.pop_mark()?;
+                    let name = self.name;
                     match self.top()? {
-                        Value::List(items) => items.extend(new_items),
-                        other => return Err(format!("its data.pkl appends to {}", other.describe())),
+                        Value::List(items) => {
+                            for item in new_items {
+                                items.push(item)?;
+                            }
+                        }
+                        other => return Err(format!("its {name} appends to {}", other.describe())),
                     }
                 }
-                b'}' => self.stack.push(Value::Dict(Vec::new())),
+                b'}' => self.push(Value::Dict(Items::default()))?,
                 b'd' => {
                     let items = self.pop_mark()?;
-                    self.stack.push(Value::Dict(pairs(items)?));
+                    if items.len() % 2 != 0 {
+                        return Err(self.malformed("odd dict items"));
+                    }
+                    let items = Items::new(items)?;
+                    self.push_container(Value::Dict(items))?;
                 }
                 b's' => {
                     let value = self.pop()?;
                     let key = self.pop()?;
-                    insert(self.top()?, vec![(key, value)])?;
+                    self.set_items(vec![key, value])?;
                 }
                 b'u' => {
-                    let items = pairs(self.pop_mark()?)?;
-                    insert(self.top()?, items)?;
+                    let items = self.pop_mark()?;
+                    if items.len() % 2 != 0 {
+                        return Err(self.malformed("odd dict items"));
+                    }
+                    self.set_items(items)?;
                 }
                 b'c' => {
                     let module = self.line()?;
                     let name = self.line()?;
-                    self.stack.push(Value::Global(module, name));
+                    self.push(Value::Global(module, name))?;
                 }
                 0x93 => {
                     let name = self.pop()?;
                     let module = self.pop()?;
                     match (module, name) {
-                        (Value::Str(module), Value::Str(name)) => self.stack.push(Value::Global(module, name)),
-                        _ => return Err("its data.pkl is malformed (global)".into()),
+                        (Value::Str(module), Value::Str(name)) => {
+                            self.push_container(Value::Global(module, name))?
+                        }
+                        _ => return Err(self.malformed("global")),
                     }
                 }
                 b'R' | 0x81 => {
                     let arguments = self.pop()?;
                     let callable = self.pop()?;
-                    let value = reduce(callable, arguments)?;
-                    self.stack.push(value);
+                    let value = self.reduce(callable, arguments)?;
+                    self.push_container(value)?;
                 }
                 b'b' => {
                     // BUILD sets attributes, such as the state dict's `_metadata` of
@@ -484,33 +719,28 @@ impl<'a> Unpickler<'a> {
                 }
                 b'Q' => {
                     let id = self.pop()?;
-                    let storage = persistent_load(id)?;
-                    self.stack.push(storage);
+                    let storage = self.persistent_load(id)?;
+                    self.push(storage)?;
                 }
                 b'q' => {
                     let index = u32::from(self.byte()?);
-                    let value = self.top()?.clone();
-                    self.memo.insert(index, value);
+                    self.memo_put(index)?;
                 }
                 b'r' => {
                     let index = self.u32()?;
-                    let value = self.top()?.clone();
-                    self.memo.insert(index, value);
+                    self.memo_put(index)?;
                 }
                 0x94 => {
                     let index = self.memo.len() as u32;
-                    let value = self.top()?.clone();
-                    self.memo.insert(index, value);
+                    self.memo_put(index)?;
                 }
                 b'h' => {
                     let index = u32::from(self.byte()?);
-                    let value = self.memo_get(index)?;
-                    self.stack.push(value);
+                    self.memo_get(index)?;
                 }
                 b'j' => {
                     let index = self.u32()?;
-                    let value = self.memo_get(index)?;
-                    self.stack.push(value);
+                    self.memo_get(index)?;
                 }
                 b'0' => {
                     self.pop()?;
@@ -520,111 +750,137 @@ impl<'a> Unpickler<'a> {
                 }
                 b'2' => {
                     let value = self.top()?.clone();
-                    self.stack.push(value);
+                    self.push(value)?;
                 }
                 other => {
                     return Err(format!(
-                        "its data.pkl uses pickle opcode 0x{other:02x}, which torch.save does not write for a state dict"
+                        "its {} uses pickle opcode 0x{other:02x}, which torch.save does not write for a state dict",
+                        self.name
                     ))
                 }
             }
         }
     }
-}
 
-fn pairs(items: Vec<Value>) -> Result<Vec<(Value, Value)>, String> {
-    if items.len() % 2 != 0 {
-        return Err("its data.pkl is malformed (odd dict items)".into());
-    }
-    let mut items = items.into_iter();
-    let mut result = Vec::new();
-    while let (Some(key), Some(value)) = (items.next(), items.next()) {
-        result.push((key, value));
-    }
-    Ok(result)
-}
-
-fn insert(target: &mut Value, items: Vec<(Value, Value)>) -> Result<(), String> {
-    match target {
-        Value::Dict(entries) => {
-            entries.extend(items);
-            Ok(())
+    /// SETITEM and SETITEMS: `items` are keys and values, alternating.
+    fn set_items(&mut self, items: Vec<Value>) -> Result<(), String> {
+        let name = self.name;
+        match self.top()? {
+            Value::Dict(entries) => {
+                for item in items {
+                    entries.push(item)?;
+                }
+                Ok(())
+            }
+            other => Err(format!("its {name} sets items on {}", other.describe())),
         }
-        other => Err(format!("its data.pkl sets items on {}", other.describe())),
     }
-}
 
-/// Calls the globals a state dict names: the dict type and PyTorch's tensor rebuilders.
-fn reduce(callable: Value, arguments: Value) -> Result<Value, String> {
-    let Value::Global(module, name) = callable else {
-        return Err(format!("its data.pkl calls {}", callable.describe()));
-    };
-    let Value::Tuple(arguments) = arguments else {
-        return Err("its data.pkl is malformed (call arguments)".into());
-    };
-    match (module.as_str(), name.as_str(), arguments.as_slice()) {
-        ("collections", "OrderedDict", []) => Ok(Value::Dict(Vec::new())),
-        ("torch._utils", "_rebuild_tensor_v2", [storage, offset, size, stride, ..]) => {
-            let Value::Storage { key, kind } = storage else {
-                return Err("a tensor in its data.pkl has no storage".into());
-            };
-            Ok(Value::Tensor(TensorLayout {
-                storage_key: key.clone(),
-                kind: *kind,
-                offset: integer(offset)?,
-                size: integers(size)?,
-                stride: integers(stride)?,
-            }))
+    /// Calls the globals a state dict names: the dict type and PyTorch's tensor
+    /// rebuilders.
+    fn reduce(&self, callable: Value, arguments: Value) -> Result<Value, String> {
+        let Value::Global(module, name) = callable else {
+            return Err(format!("its {} calls {}", self.name, callable.describe()));
+        };
+        let Value::Tuple(arguments) = arguments else {
+            return Err(self.malformed("call arguments"));
+        };
+        let mut arguments = arguments.values.into_iter();
+        match (module.as_str(), name.as_str()) {
+            ("collections", "OrderedDict") => match arguments.next() {
+                None => Ok(Value::Dict(Items::default())),
+                // Python 2 pickles an OrderedDict as a call with its [key, value] pairs.
+                Some(Value::List(pairs)) => {
+                    let mut entries = Items::default();
+                    for pair in pairs.values {
+                        match pair {
+                            Value::List(pair) | Value::Tuple(pair) if pair.values.len() == 2 => {
+                                for item in pair.values {
+                                    entries.push(item)?;
+                                }
+                            }
+                            _ => return Err(self.malformed("OrderedDict items")),
+                        }
+                    }
+                    Ok(Value::Dict(entries))
+                }
+                Some(_) => Err(self.malformed("OrderedDict items")),
+            },
+            // _rebuild_tensor (PyTorch before 0.4) takes the storage and its layout;
+            // _rebuild_tensor_v2 adds requires_grad and hooks, which do not matter here.
+            ("torch._utils", "_rebuild_tensor" | "_rebuild_tensor_v2") => {
+                let (Some(storage), Some(offset), Some(size), Some(stride)) =
+                    (arguments.next(), arguments.next(), arguments.next(), arguments.next())
+                else {
+                    return Err(self.malformed("tensor arguments"));
+                };
+                let Value::Storage(storage) = storage else {
+                    return Err(format!("a tensor in its {} has no storage", self.name));
+                };
+                Ok(Value::Tensor(Box::new(TensorLayout {
+                    storage: *storage,
+                    offset: self.integer(&offset)?,
+                    size: self.integers(&size)?,
+                    stride: self.integers(&stride)?,
+                })))
+            }
+            ("torch._utils", "_rebuild_parameter") => match arguments.next() {
+                Some(tensor @ Value::Tensor(_)) => Ok(tensor),
+                _ => Err(self.malformed("parameter arguments")),
+            },
+            _ => Err(format!(
+                "its {} calls {module}.{name}, which a state dict of tensors does not need",
+                self.name
+            )),
         }
-        ("torch._utils", "_rebuild_parameter", [tensor @ Value::Tensor(_), ..]) => {
-            Ok(tensor.clone())
+    }
+
+    fn integer(&self, value: &Value) -> Result<i64, String> {
+        match value {
+            Value::Int(value) => Ok(*value),
+            other => {
+                Err(format!("its {} has {} where an integer belongs", self.name, other.describe()))
+            }
         }
-        _ => Err(format!(
-            "its data.pkl calls {module}.{name}, which a state dict of tensors does not need"
-        )),
     }
-}
 
-fn integer(value: &Value) -> Result<i64, String> {
-    match value {
-        Value::Int(value) => Ok(*value),
-        other => Err(format!("its data.pkl has {} where an integer belongs", other.describe())),
+    fn integers(&self, value: &Value) -> Result<Vec<i64>, String> {
+        match value {
+            Value::Tuple(items) => items.values.iter().map(|item| self.integer(item)).collect(),
+            other => {
+                Err(format!("its {} has {} where a shape belongs", self.name, other.describe()))
+            }
+        }
     }
-}
 
-fn integers(value: &Value) -> Result<Vec<i64>, String> {
-    match value {
-        Value::Tuple(items) => items.iter().map(integer).collect(),
-        other => Err(format!("its data.pkl has {} where a shape belongs", other.describe())),
+    /// Resolves `('storage', torch.<Type>Storage, key, location, numel)`; the location
+    /// (a GPU, say) does not matter, as every tensor is read onto the CPU.
+    fn persistent_load(&self, id: Value) -> Result<Value, String> {
+        let malformed = || format!("its {} refers to a storage it does not describe", self.name);
+        let Value::Tuple(fields) = id else { return Err(malformed()) };
+        let [Value::Str(tag), Value::Global(_, type_name), Value::Str(key), ..] =
+            fields.values.as_slice()
+        else {
+            return Err(malformed());
+        };
+        if tag != "storage" {
+            return Err(malformed());
+        }
+        let kind = match type_name.as_str() {
+            "FloatStorage" => Kind::Float,
+            "DoubleStorage" => Kind::Double,
+            "HalfStorage" => Kind::Half,
+            "BFloat16Storage" => Kind::BFloat16,
+            "LongStorage" => Kind::Int64,
+            "IntStorage" => Kind::Int,
+            "ShortStorage" => Kind::Int16,
+            "CharStorage" => Kind::Int8,
+            "ByteStorage" => Kind::Uint8,
+            "BoolStorage" => Kind::Bool,
+            other => return Err(format!("it stores tensors as {other}, which is not supported")),
+        };
+        Ok(Value::Storage(Box::new(StorageRef { key: key.clone(), kind })))
     }
-}
-
-/// Resolves `('storage', torch.<Type>Storage, key, location, numel)`; the location (a
-/// GPU, say) does not matter, as every tensor is read onto the CPU.
-fn persistent_load(id: Value) -> Result<Value, String> {
-    let malformed = || "its data.pkl refers to a storage it does not describe".to_string();
-    let Value::Tuple(fields) = id else { return Err(malformed()) };
-    let [Value::Str(tag), Value::Global(_, type_name), Value::Str(key), ..] = fields.as_slice()
-    else {
-        return Err(malformed());
-    };
-    if tag != "storage" {
-        return Err(malformed());
-    }
-    let kind = match type_name.as_str() {
-        "FloatStorage" => Kind::Float,
-        "DoubleStorage" => Kind::Double,
-        "HalfStorage" => Kind::Half,
-        "BFloat16Storage" => Kind::BFloat16,
-        "LongStorage" => Kind::Int64,
-        "IntStorage" => Kind::Int,
-        "ShortStorage" => Kind::Int16,
-        "CharStorage" => Kind::Int8,
-        "ByteStorage" => Kind::Uint8,
-        "BoolStorage" => Kind::Bool,
-        other => return Err(format!("it stores tensors as {other}, which is not supported")),
-    };
-    Ok(Value::Storage { key: key.clone(), kind })
 }
 
 #[cfg(test)]
@@ -638,6 +894,11 @@ mod tests {
         assert_eq!(crc32(b""), 0);
     }
 
+    /// Runs a pickle to its STOP.
+    fn unpickle(bytes: &[u8]) -> Result<Value, String> {
+        Unpickler::new(bytes, "data.pkl").run().map(|(value, _)| value)
+    }
+
     /// LONG1 integers are little-endian two's complement of any width up to eight.
     #[test]
     fn long1_integers_sign_extend() {
@@ -647,10 +908,19 @@ mod tests {
             (&b"\x8a\x00."[..], 0),
             (&b"\x8a\x08\x00\x00\x00\x00\x00\x00\x00\x80."[..], i64::MIN),
         ] {
-            match Unpickler::new(bytes).run() {
+            match unpickle(bytes) {
                 Ok(Value::Int(value)) => assert_eq!(value, expected, "{bytes:?}"),
                 other => panic!("{bytes:?} gave {other:?}"),
             }
+        }
+    }
+
+    fn float_layout(size: Vec<i64>, stride: Vec<i64>) -> TensorLayout {
+        TensorLayout {
+            storage: StorageRef { key: "0".into(), kind: Kind::Float },
+            offset: 0,
+            size,
+            stride,
         }
     }
 
@@ -659,22 +929,85 @@ mod tests {
     #[test]
     fn layouts_select_from_storage() {
         let storage: Vec<u8> = (0..6).flat_map(|value| (value as f32).to_le_bytes()).collect();
-        let transposed = TensorLayout {
-            storage_key: "0".into(),
-            kind: Kind::Float,
-            offset: 0,
-            size: vec![3, 2],
-            stride: vec![1, 3],
-        };
+        let transposed = float_layout(vec![3, 2], vec![1, 3]);
         let tensor = transposed.materialize(&storage).unwrap();
         assert_eq!(
             Vec::<f32>::try_from(tensor.view([-1])).unwrap(),
             [0.0, 3.0, 1.0, 4.0, 2.0, 5.0]
         );
         let past_end = TensorLayout { offset: 1, ..transposed.clone() };
-        assert!(past_end.materialize(&storage).is_err());
+        assert!(past_end.materialize(&storage).unwrap_err().contains("past the end"));
         let empty = TensorLayout { size: vec![0, 2], ..transposed };
         assert_eq!(empty.materialize(&storage).unwrap().size(), [0, 2]);
+    }
+
+    /// Layouts whose sizes would need more memory than the file holds, or whose
+    /// arithmetic overflows 64 bits, are refused. Before, a stride of 0 with a size of
+    /// 2^40 panicked in libtorch (asking for 4 TiB), and overflowing products wrapped.
+    #[test]
+    fn oversized_layouts_are_refused() {
+        let storage = [0u8; 16];
+        for (size, stride, reason) in [
+            (vec![1 << 40], vec![0], "its storage only 4"),
+            (vec![1 << 32, 1 << 32], vec![0, 0], "overflows"),
+            (vec![i64::MAX, i64::MAX], vec![1, 1], "overflows"),
+            (vec![i64::MAX, 2], vec![0, 0], "its storage only 4"),
+            (vec![2, 2], vec![1 << 62, 1 << 62], "past the end"),
+            (vec![2, 2], vec![i64::MAX, 1], "past the end"),
+            (vec![2], vec![-1], "negative"),
+            (vec![-2, -2], vec![1, 1], "negative"),
+            (vec![2, 2], vec![1], "differ in length"),
+        ] {
+            let layout = float_layout(size, stride);
+            let message = layout.materialize(&storage).unwrap_err();
+            assert!(message.contains(reason), "{layout:?}: {message}");
+        }
+        let past_end = TensorLayout { offset: i64::MAX, ..float_layout(vec![2], vec![1]) };
+        assert!(past_end.materialize(&storage).unwrap_err().contains("past the end"));
+    }
+
+    /// Pickles nesting containers 100 000 deep are refused. Before, dropping the value
+    /// overflowed the stack and aborted the process.
+    #[test]
+    fn deep_nesting_is_refused() {
+        let count = 100_000;
+        let lists = [vec![b']'; count], vec![b'a'; count - 1], vec![b'.']].concat();
+        let marks = [vec![b'('; count], vec![b'l'; count], vec![b'.']].concat();
+        let tuples = [vec![b'N'], vec![0x85; count], vec![b'.']].concat();
+        for bytes in [lists, marks, tuples] {
+            let message = unpickle(&bytes).unwrap_err();
+            assert!(message.contains("more than 1000 deep"), "{message}");
+        }
+        let shallow = [vec![b'N'], vec![0x85; 999], vec![b'.']].concat();
+        assert_eq!(unpickle(&shallow).unwrap().depth(), 999);
+    }
+
+    /// Pickles that double a value with every few opcodes (DUP, or a memo copy) are
+    /// refused long before memory runs out. Before, 40 doublings exhausted it.
+    #[test]
+    fn memo_doubling_is_refused() {
+        let dup = [b"]".to_vec(), b"2\x86".repeat(60), b".".to_vec()].concat();
+        let memo =
+            [b"]q\x00".to_vec(), b"h\x00h\x00\x86q\x000".repeat(60), b"h\x00.".to_vec()].concat();
+        for bytes in [dup, memo] {
+            let started = std::time::Instant::now();
+            let message = unpickle(&bytes).unwrap_err();
+            assert!(message.contains("copies values far beyond"), "{message}");
+            assert!(started.elapsed().as_secs_f64() < 1.0);
+        }
+    }
+
+    /// A storage named by a million tensors is refused once the tensors would take
+    /// more than a few times the file's size.
+    #[test]
+    fn storages_shared_too_often_are_refused() {
+        let storage: Vec<u8> = vec![0; 4096];
+        let storages = HashMap::from([("0".to_string(), storage)]);
+        let entries: Vec<_> = (0..1_000_000)
+            .map(|index| (format!("t{index}"), float_layout(vec![1024], vec![1])))
+            .collect();
+        let message = materialize_all(entries, &storages, 4096).unwrap_err();
+        assert!(message.contains("times the file's size"), "{message}");
     }
 
     /// What is not a zip-format torch.save file gets a reason, not a panic.
