@@ -4,16 +4,19 @@
 //! Since PyTorch 1.6 such a file is a zip archive of stored (uncompressed) entries:
 //! `<name>/data.pkl`, a pickle of the state dict in which every tensor refers by key
 //! to a raw storage, and `<name>/data/<key>`, each storage's little-endian bytes. We
-//! read that subset: the zip's central directory, the pickle opcodes that
+//! read that subset: the zip archive (through the `zip` crate), the pickle opcodes that
 //! `torch.save` emits (protocol 2), and the globals a state dict names. tch's own
 //! loader stops with an internal assert on the `OrderedDict` (with its `_metadata`)
 //! that `state_dict()` returns, which is why this module exists.
 
 use std::collections::HashMap;
 use std::fs;
+use std::io::{Cursor, Read};
 use std::path::Path;
 
 use tch::{Kind, Tensor};
+use zip::result::ZipError;
+use zip::CompressionMethod;
 
 use crate::error::{Error, Result};
 
@@ -39,7 +42,7 @@ fn parse_state_dict(bytes: &[u8]) -> Result<Vec<(String, Tensor)>, String> {
     if !bytes.starts_with(b"PK\x03\x04") {
         return Err("it is neither a zip-format torch.save file nor safetensors".into());
     }
-    let archive = ZipArchive::parse(bytes)?;
+    let mut archive = Archive::open(bytes)?;
     let pickle_name = archive
         .names()
         .find(|name| name.ends_with("data.pkl"))
@@ -47,12 +50,12 @@ fn parse_state_dict(bytes: &[u8]) -> Result<Vec<(String, Tensor)>, String> {
         .to_string();
     let prefix = &pickle_name[..pickle_name.len() - "data.pkl".len()];
     if let Some(order) = archive.entry(&format!("{prefix}byteorder")) {
-        if order? != b"little" {
+        if order?.as_slice() != b"little" {
             return Err("its tensors are stored big-endian, which is not supported".into());
         }
     }
-    let pickle = archive.entry(&pickle_name).expect("found among the names")?;
-    let (state, _) = Unpickler::new(pickle, "data.pkl").run()?;
+    let pickle = archive.entry(&pickle_name).ok_or("its data.pkl is missing")??;
+    let (state, _) = Unpickler::new(&pickle, "data.pkl").run()?;
     let entries = state_dict_entries(state)?;
     let mut storages = HashMap::new();
     for (name, layout) in &entries {
@@ -124,123 +127,78 @@ fn materialize_all<S: AsRef<[u8]>>(
 /// How the legacy (pre-1.6) format begins: a pickled magic number, protocol 2.
 const LEGACY_MAGIC: &[u8] = b"\x80\x02\x8a\x0a\x6c\xfc\x9c\x46\xf9\x20\x6a\xa8\x50\x19";
 
-/// The stored entries of a zip archive, read through its central directory.
-struct ZipArchive<'a> {
-    bytes: &'a [u8],
-    entries: Vec<ZipEntry>,
-}
-
-struct ZipEntry {
-    name: String,
-    method: u16,
-    crc32: u32,
-    size: usize,
-    local_header: usize,
-}
-
-fn u16_at(bytes: &[u8], offset: usize) -> Option<u16> {
-    Some(u16::from_le_bytes(bytes.get(offset..offset + 2)?.try_into().ok()?))
-}
-
-fn u32_at(bytes: &[u8], offset: usize) -> Option<u32> {
-    Some(u32::from_le_bytes(bytes.get(offset..offset + 4)?.try_into().ok()?))
+/// A torch.save zip archive, read through the `zip` crate (which also reads the
+/// zip64 records PyTorch writes).
+struct Archive<'a> {
+    zip: zip::ZipArchive<Cursor<&'a [u8]>>,
+    length: u64,
 }
 
 const TRUNCATED: &str = "the zip archive is cut short (was the file copied completely?)";
 
-impl<'a> ZipArchive<'a> {
-    fn parse(bytes: &'a [u8]) -> Result<Self, String> {
-        // The end-of-central-directory record is 22 bytes plus a comment of at most
-        // 65535 bytes, so it starts within the last 65557 bytes.
-        const END_SIGNATURE: u32 = 0x0605_4b50;
-        let search_from = bytes.len().saturating_sub(22 + 65_535);
-        let end = (search_from..bytes.len().saturating_sub(21))
-            .rev()
-            .find(|&offset| u32_at(bytes, offset) == Some(END_SIGNATURE))
-            .ok_or(TRUNCATED)?;
-        let count = u16_at(bytes, end + 10).ok_or(TRUNCATED)?;
-        let directory = u32_at(bytes, end + 16).ok_or(TRUNCATED)?;
-        if count == u16::MAX || directory == u32::MAX {
-            return Err("it is a zip64 archive (over 4 GB), which is not supported".into());
-        }
-        let mut entries = Vec::with_capacity(usize::from(count));
-        let mut offset = directory as usize;
-        for _ in 0..count {
-            if u32_at(bytes, offset) != Some(0x0201_4b50) {
-                return Err("its zip directory is damaged".into());
-            }
-            let field16 = |at: usize| u16_at(bytes, offset + at).ok_or(TRUNCATED);
-            let field32 = |at: usize| u32_at(bytes, offset + at).ok_or(TRUNCATED);
-            let name_length = usize::from(field16(28)?);
-            let name_start = offset + 46;
-            let name = bytes.get(name_start..name_start + name_length).ok_or(TRUNCATED)?;
-            entries.push(ZipEntry {
-                name: String::from_utf8_lossy(name).into_owned(),
-                method: field16(10)?,
-                crc32: field32(16)?,
-                size: field32(24)? as usize,
-                local_header: field32(42)? as usize,
-            });
-            offset =
-                name_start + name_length + usize::from(field16(30)?) + usize::from(field16(32)?);
-        }
-        Ok(ZipArchive { bytes, entries })
+impl<'a> Archive<'a> {
+    fn open(bytes: &'a [u8]) -> Result<Self, String> {
+        let zip = zip::ZipArchive::new(Cursor::new(bytes)).map_err(zip_reason)?;
+        Ok(Archive { zip, length: bytes.len() as u64 })
     }
 
     fn names(&self) -> impl Iterator<Item = &str> {
-        self.entries.iter().map(|entry| entry.name.as_str())
+        self.zip.file_names()
     }
 
     /// The contents of entry `name`, checked against its CRC; `None` if there is none.
-    fn entry(&self, name: &str) -> Option<Result<&'a [u8], String>> {
-        let entry = self.entries.iter().find(|entry| entry.name == name)?;
-        Some(self.contents(entry))
-    }
-
-    fn contents(&self, entry: &ZipEntry) -> Result<&'a [u8], String> {
-        if entry.method != 0 {
-            return Err(format!(
-                "{} is compressed; torch.save stores entries uncompressed",
-                entry.name
-            ));
+    fn entry(&mut self, name: &str) -> Option<Result<Vec<u8>, String>> {
+        let length = self.length;
+        match self.zip.by_name(name) {
+            Ok(file) => Some(read_entry(file, length)),
+            Err(ZipError::FileNotFound) => None,
+            Err(err) => Some(Err(zip_reason(err))),
         }
-        let header = entry.local_header;
-        if u32_at(self.bytes, header) != Some(0x0403_4b50) {
-            return Err(format!("the zip header of {} is damaged", entry.name));
-        }
-        // The local header's own name and extra lengths: torch.save pads the extra
-        // field there (and only there) to align the data.
-        let name_length = usize::from(u16_at(self.bytes, header + 26).ok_or(TRUNCATED)?);
-        let extra_length = usize::from(u16_at(self.bytes, header + 28).ok_or(TRUNCATED)?);
-        let start = header + 30 + name_length + extra_length;
-        let data = self.bytes.get(start..start + entry.size).ok_or(TRUNCATED)?;
-        if crc32(data) != entry.crc32 {
-            return Err(format!("{} fails its checksum; the file is damaged", entry.name));
-        }
-        Ok(data)
     }
 }
 
-/// The CRC-32 (IEEE) that zip stores for each entry.
-fn crc32(data: &[u8]) -> u32 {
-    const TABLE: [u32; 256] = {
-        let mut table = [0u32; 256];
-        let mut index = 0;
-        while index < 256 {
-            let mut value = index as u32;
-            let mut bit = 0;
-            while bit < 8 {
-                value = if value & 1 == 1 { 0xEDB8_8320 ^ (value >> 1) } else { value >> 1 };
-                bit += 1;
-            }
-            table[index] = value;
-            index += 1;
+fn read_entry(mut file: zip::read::ZipFile, archive_length: u64) -> Result<Vec<u8>, String> {
+    // Anything but stored data would be decompressed, and a crafted entry could
+    // expand to any size.
+    if file.compression() != CompressionMethod::Stored {
+        return Err(format!(
+            "{} is compressed; torch.save stores entries uncompressed",
+            file.name()
+        ));
+    }
+    // A cut file is named as such rather than as failing its checksum.
+    let end = file.data_start().checked_add(file.compressed_size());
+    if end.is_none_or(|end| end > archive_length) {
+        return Err(TRUNCATED.into());
+    }
+    let mut data = Vec::with_capacity(file.compressed_size() as usize);
+    // Reading from memory, within the archive, fails only on the CRC check that the
+    // zip crate makes at the entry's end.
+    file.read_to_end(&mut data)
+        .map_err(|_| format!("{} fails its checksum; the file is damaged", file.name()))?;
+    if data.len() as u64 != file.size() {
+        return Err(format!("its zip directory gives {} the wrong size", file.name()));
+    }
+    Ok(data)
+}
+
+/// A one-line reason for what the zip crate found wrong.
+fn zip_reason(err: ZipError) -> String {
+    match err {
+        // The end-of-directory record is the archive's last 22 bytes or more, so a
+        // cut file lacks it ("invalid zip header": shorter than that). The archive is
+        // read from memory, so an I/O error is a seek or read past its end, as in a
+        // file shorter than its records say.
+        ZipError::InvalidArchive("Could not find central directory end" | "Invalid zip header")
+        | ZipError::Io(_) => TRUNCATED.into(),
+        ZipError::InvalidArchive(why) => {
+            format!("its zip archive is damaged ({})", why.to_lowercase())
         }
-        table
-    };
-    !data
-        .iter()
-        .fold(!0u32, |crc, &byte| TABLE[((crc ^ u32::from(byte)) & 0xff) as usize] ^ (crc >> 8))
+        ZipError::UnsupportedArchive(why) => {
+            format!("its zip archive is not a kind torch.save writes ({})", why.to_lowercase())
+        }
+        ZipError::FileNotFound => "its zip archive lacks an entry it lists".into(),
+    }
 }
 
 /// A storage that tensors read from, as `persistent_load` resolves it.
@@ -887,13 +845,6 @@ impl<'a> Unpickler<'a> {
 mod tests {
     use super::*;
 
-    /// The standard check value of CRC-32.
-    #[test]
-    fn crc32_matches_the_standard() {
-        assert_eq!(crc32(b"123456789"), 0xCBF4_3926);
-        assert_eq!(crc32(b""), 0);
-    }
-
     /// Runs a pickle to its STOP.
     fn unpickle(bytes: &[u8]) -> Result<Value, String> {
         Unpickler::new(bytes, "data.pkl").run().map(|(value, _)| value)
@@ -1008,6 +959,33 @@ mod tests {
             .collect();
         let message = materialize_all(entries, &storages, 4096).unwrap_err();
         assert!(message.contains("times the file's size"), "{message}");
+    }
+
+    fn fixture(name: &str) -> Vec<u8> {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(name);
+        fs::read(&path).unwrap_or_else(|err| panic!("{}: {err}", path.display()))
+    }
+
+    /// A zip-format file that is cut short, has a damaged byte, or has a compressed
+    /// entry is refused with a reason naming that.
+    #[test]
+    fn zip_damage_is_named() {
+        let dat = fixture("reference_hidden16.dat");
+        assert_eq!(parse_state_dict(&dat).unwrap().len(), 16);
+        for length in [10, 100, dat.len() / 2, dat.len() - 10] {
+            let message = parse_state_dict(&dat[..length]).unwrap_err();
+            assert!(message.contains("cut short"), "{length} bytes: {message}");
+        }
+        let mut damaged = dat.clone();
+        damaged[dat.len() / 2] ^= 0x40;
+        let message = parse_state_dict(&damaged).unwrap_err();
+        assert!(message.contains("data/") && message.contains("checksum"), "{message}");
+        // The central directory's first entry (data.pkl) marked deflated (method 8).
+        let mut deflated = dat.clone();
+        let directory = dat.windows(4).position(|window| window == b"PK\x01\x02").unwrap();
+        deflated[directory + 10] = 8;
+        let message = parse_state_dict(&deflated).unwrap_err();
+        assert!(message.contains("data.pkl is compressed"), "{message}");
     }
 
     /// What is not a zip-format torch.save file gets a reason, not a panic.
