@@ -3,11 +3,20 @@
 //!
 //! Since PyTorch 1.6 such a file is a zip archive of stored (uncompressed) entries:
 //! `<name>/data.pkl`, a pickle of the state dict in which every tensor refers by key
-//! to a raw storage, and `<name>/data/<key>`, each storage's little-endian bytes. We
-//! read that subset: the zip archive (through the `zip` crate), the pickle opcodes that
-//! `torch.save` emits (protocol 2), and the globals a state dict names. tch's own
-//! loader stops with an internal assert on the `OrderedDict` (with its `_metadata`)
-//! that `state_dict()` returns, which is why this module exists.
+//! to a raw storage, and `<name>/data/<key>`, each storage's little-endian bytes.
+//! Before, `torch.save` wrote its legacy format, which rl_a3c_pytorch's checkpoints of
+//! 2017-2019 are in: five pickles one after another (a magic number, the format's
+//! version, the machine's byte order, the state dict, its storages' keys), then each
+//! storage as an 8-byte little-endian element count and its bytes.
+//!
+//! We read that subset: the zip archive (through the `zip` crate), the pickle opcodes
+//! that `torch.save` emits (protocol 2, from Python 2 or 3), and the globals a state
+//! dict names. tch's own loader stops with an internal assert on the `OrderedDict`
+//! (with its `_metadata`) that `state_dict()` returns, which is why this module exists.
+//!
+//! Every number in the file is checked before it sizes anything, and what a pickle
+//! builds is bounded by its length, so a damaged or crafted file is an error, never a
+//! panic, a stack overflow or an exhausted memory.
 
 use std::collections::HashMap;
 use std::fs;
@@ -34,14 +43,16 @@ pub fn read_state_dict(path: &Path) -> Result<Vec<(String, Tensor)>> {
 
 /// Parses the bytes of a `torch.save` file; the error says what is wrong with it.
 fn parse_state_dict(bytes: &[u8]) -> Result<Vec<(String, Tensor)>, String> {
-    if bytes.starts_with(LEGACY_MAGIC) {
-        return Err("it was saved in PyTorch's legacy format (before 1.6); load it in a recent \
-                    PyTorch and save it again with torch.save, which writes the zip format"
-            .into());
+    // A zip archive starts with a local file header, a pickle with its PROTO opcode.
+    match bytes.first_chunk() {
+        Some(b"PK\x03\x04") => parse_zip(bytes),
+        Some([0x80, ..]) => parse_legacy(bytes),
+        _ => Err("it is neither a torch.save file nor safetensors".into()),
     }
-    if !bytes.starts_with(b"PK\x03\x04") {
-        return Err("it is neither a zip-format torch.save file nor safetensors".into());
-    }
+}
+
+/// Parses the zip format of PyTorch 1.6 and later.
+fn parse_zip(bytes: &[u8]) -> Result<Vec<(String, Tensor)>, String> {
     let mut archive = Archive::open(bytes)?;
     let pickle_name = archive
         .names()
@@ -55,7 +66,7 @@ fn parse_state_dict(bytes: &[u8]) -> Result<Vec<(String, Tensor)>, String> {
         }
     }
     let pickle = archive.entry(&pickle_name).ok_or("its data.pkl is missing")??;
-    let (state, _) = Unpickler::new(&pickle, "data.pkl").run()?;
+    let state = Unpickler::new(&pickle, "data.pkl").run()?.value;
     let entries = state_dict_entries(state)?;
     let mut storages = HashMap::new();
     for (name, layout) in &entries {
@@ -110,8 +121,11 @@ fn materialize_all<S: AsRef<[u8]>>(
         let storage = storages
             .get(&layout.storage.key)
             .ok_or_else(|| format!("the storage of {name} is missing"))?;
-        let tensor =
-            layout.materialize(storage.as_ref()).map_err(|why| format!("{name}: {why}"))?;
+        let tensor = layout
+            .storage
+            .select(storage.as_ref())
+            .and_then(|storage| layout.materialize(storage))
+            .map_err(|why| format!("{name}: {why}"))?;
         total = total.saturating_add(tensor.numel() * layout.storage.kind.elt_size_in_bytes());
         if total > allowance {
             return Err(format!(
@@ -124,8 +138,87 @@ fn materialize_all<S: AsRef<[u8]>>(
     Ok(tensors)
 }
 
-/// How the legacy (pre-1.6) format begins: a pickled magic number, protocol 2.
-const LEGACY_MAGIC: &[u8] = b"\x80\x02\x8a\x0a\x6c\xfc\x9c\x46\xf9\x20\x6a\xa8\x50\x19";
+/// How the legacy format begins: its magic number 0x1950a86a20f9469cfc6c pickled
+/// (protocol 2, as a 10-byte LONG1), up to the STOP opcode.
+const LEGACY_MAGIC: &[u8] = b"\x80\x02\x8a\x0a\x6c\xfc\x9c\x46\xf9\x20\x6a\xa8\x50\x19.";
+
+/// The version of the legacy format that every PyTorch from 0.1.10 to today writes.
+const LEGACY_VERSION: i64 = 1001;
+
+const STORAGES_CUT_SHORT: &str = "its storages are cut short (was the file copied completely?)";
+
+/// Parses the legacy format of PyTorch before 1.6.
+fn parse_legacy(bytes: &[u8]) -> Result<Vec<(String, Tensor)>, String> {
+    if !bytes.starts_with(LEGACY_MAGIC) {
+        return Err("it is a pickle without torch.save's magic number, so not a checkpoint \
+                    torch.save wrote"
+            .into());
+    }
+    let mut position = LEGACY_MAGIC.len();
+    let mut next_pickle = |name: &'static str| {
+        let pickled = Unpickler::new(&bytes[position..], name).run()?;
+        position += pickled.length;
+        Ok::<_, String>((pickled.value, pickled.storages))
+    };
+    match next_pickle("format version")?.0 {
+        Value::Int(LEGACY_VERSION) => {}
+        Value::Int(version) => {
+            return Err(format!("its legacy format version is {version}, not {LEGACY_VERSION}"))
+        }
+        other => return Err(format!("its legacy format version is {}", other.describe())),
+    }
+    let (system, _) = next_pickle("system information")?;
+    if little_endian(&system) == Some(false) {
+        return Err("its tensors are stored big-endian, which is not supported".into());
+    }
+    let (state, described) = next_pickle("pickle")?;
+    let (keys, _) = next_pickle("storage list")?;
+    let Value::List(keys) = keys else {
+        return Err(format!("its storage list is {}, not a list", keys.describe()));
+    };
+    let mut storages = HashMap::new();
+    for key in keys.values {
+        let Value::Str(key) = key else {
+            return Err(format!("its storage list holds {}, not a key", key.describe()));
+        };
+        let &(kind, elements) = described
+            .get(&key)
+            .ok_or_else(|| format!("its storage {key} is stored but no tensor uses it"))?;
+        let count = bytes
+            .get(position..position + 8)
+            .ok_or(STORAGES_CUT_SHORT)?
+            .try_into()
+            .map(u64::from_le_bytes)
+            .map_err(|_| STORAGES_CUT_SHORT)?;
+        if count != elements {
+            return Err(format!(
+                "its storage {key} holds {count} elements where its pickle says {elements}"
+            ));
+        }
+        let length = usize::try_from(count)
+            .ok()
+            .and_then(|count| count.checked_mul(kind.elt_size_in_bytes()))
+            .ok_or(STORAGES_CUT_SHORT)?;
+        let start = position + 8;
+        let data = start
+            .checked_add(length)
+            .and_then(|end| bytes.get(start..end))
+            .ok_or(STORAGES_CUT_SHORT)?;
+        position = start + length;
+        storages.insert(key, data);
+    }
+    let entries = state_dict_entries(state)?;
+    materialize_all(entries, &storages, bytes.len())
+}
+
+/// The `little_endian` entry of the legacy format's system information.
+fn little_endian(system: &Value) -> Option<bool> {
+    let Value::Dict(items) = system else { return None };
+    items.values.chunks_exact(2).find_map(|pair| match pair {
+        [Value::Str(key), Value::Bool(value)] if key == "little_endian" => Some(*value),
+        _ => None,
+    })
+}
 
 /// A torch.save zip archive, read through the `zip` crate (which also reads the
 /// zip64 records PyTorch writes).
@@ -206,6 +299,21 @@ fn zip_reason(err: ZipError) -> String {
 struct StorageRef {
     key: String,
     kind: Kind,
+    /// The elements it sees of the storage stored under `key`, offset and count, when
+    /// it is a view (which PyTorch before 0.4 wrote in the legacy format).
+    view: Option<(usize, usize)>,
+}
+
+impl StorageRef {
+    /// The bytes it sees of `stored`, the bytes stored under its key.
+    fn select<'s>(&self, stored: &'s [u8]) -> Result<&'s [u8], String> {
+        let Some((offset, elements)) = self.view else { return Ok(stored) };
+        let size = self.kind.elt_size_in_bytes();
+        offset
+            .checked_add(elements)
+            .and_then(|end| stored.get(offset.checked_mul(size)?..end.checked_mul(size)?))
+            .ok_or_else(|| "its storage view reaches past the end of its storage".into())
+    }
 }
 
 /// Where a tensor's elements lie in its storage, as `_rebuild_tensor_v2` records it.
@@ -289,9 +397,9 @@ const BUILT_AT_START: usize = 1 << 20;
 enum Value {
     None,
     Int(i64),
-    // Booleans, floats and byte strings only pass through (requires_grad, say), so
-    // their values are not kept.
-    Bool,
+    Bool(bool),
+    // Floats and byte strings only pass through (they are not in a state dict's
+    // tensors), so their values are not kept.
     Float,
     Str(String),
     Bytes,
@@ -312,7 +420,7 @@ impl Value {
     fn describe(&self) -> String {
         match self {
             Value::None => "None".into(),
-            Value::Bool => "a boolean".into(),
+            Value::Bool(_) => "a boolean".into(),
             Value::Int(_) => "an integer".into(),
             Value::Float => "a float".into(),
             Value::Str(text) => format!("the string {text:?}"),
@@ -386,6 +494,16 @@ impl Items {
     }
 }
 
+/// What a pickle gives.
+struct Unpickled {
+    value: Value,
+    /// Where its STOP opcode ended it, from its start.
+    length: usize,
+    /// The storages its persistent ids describe, by key: their type and element
+    /// count. PyTorch keeps a key's first description, and so do we.
+    storages: HashMap<String, (Kind, u64)>,
+}
+
 /// A pickle machine for the opcodes `torch.save` emits.
 struct Unpickler<'a> {
     bytes: &'a [u8],
@@ -396,11 +514,20 @@ struct Unpickler<'a> {
     memo: HashMap<u32, Value>,
     /// Bytes of values built so far, copies included, against `BUILT_PER_BYTE`.
     built: usize,
+    storages: HashMap<String, (Kind, u64)>,
 }
 
 impl<'a> Unpickler<'a> {
     fn new(bytes: &'a [u8], name: &'static str) -> Self {
-        Unpickler { bytes, name, position: 0, stack: Vec::new(), memo: HashMap::new(), built: 0 }
+        Unpickler {
+            bytes,
+            name,
+            position: 0,
+            stack: Vec::new(),
+            memo: HashMap::new(),
+            built: 0,
+            storages: HashMap::new(),
+        }
     }
 
     fn malformed(&self, what: &str) -> String {
@@ -509,8 +636,8 @@ impl<'a> Unpickler<'a> {
         self.push(value)
     }
 
-    /// Runs the pickle to its STOP opcode: the value it built, and where it ended.
-    fn run(mut self) -> Result<(Value, usize), String> {
+    /// Runs the pickle to its STOP opcode.
+    fn run(mut self) -> Result<Unpickled, String> {
         loop {
             let opcode = self.byte()?;
             match opcode {
@@ -522,11 +649,16 @@ impl<'a> Unpickler<'a> {
                 }
                 b'.' => {
                     let value = self.pop()?;
-                    return Ok((value, self.position));
+                    return Ok(Unpickled {
+                        value,
+                        length: self.position,
+                        storages: self.storages,
+                    });
                 }
                 b'(' => self.push(Value::Mark)?,
                 b'N' => self.push(Value::None)?,
-                0x88 | 0x89 => self.push(Value::Bool)?,
+                0x88 => self.push(Value::Bool(true))?,
+                0x89 => self.push(Value::Bool(false))?,
                 b'K' => {
                     let value = self.byte()?;
                     self.push(Value::Int(i64::from(value)))?;
@@ -811,15 +943,17 @@ impl<'a> Unpickler<'a> {
         }
     }
 
-    /// Resolves `('storage', torch.<Type>Storage, key, location, numel)`; the location
-    /// (a GPU, say) does not matter, as every tensor is read onto the CPU.
-    fn persistent_load(&self, id: Value) -> Result<Value, String> {
+    /// Resolves `('storage', torch.<Type>Storage, key, location, numel)`, to which the
+    /// legacy format adds a view, `(view_key, offset, numel)` or None. The location (a
+    /// GPU, say) does not matter, as every tensor is read onto the CPU.
+    fn persistent_load(&mut self, id: Value) -> Result<Value, String> {
         let malformed = || format!("its {} refers to a storage it does not describe", self.name);
         let Value::Tuple(fields) = id else { return Err(malformed()) };
-        let [Value::Str(tag), Value::Global(_, type_name), Value::Str(key), ..] =
-            fields.values.as_slice()
-        else {
-            return Err(malformed());
+        let (tag, type_name, key, elements, view) = match fields.values.as_slice() {
+            [Value::Str(tag), Value::Global(_, type_name), Value::Str(key), _, Value::Int(elements), rest @ ..] => {
+                (tag, type_name, key, *elements, rest.first())
+            }
+            _ => return Err(malformed()),
         };
         if tag != "storage" {
             return Err(malformed());
@@ -837,7 +971,28 @@ impl<'a> Unpickler<'a> {
             "BoolStorage" => Kind::Bool,
             other => return Err(format!("it stores tensors as {other}, which is not supported")),
         };
-        Ok(Value::Storage(Box::new(StorageRef { key: key.clone(), kind })))
+        let count = |value: &Value| match value {
+            Value::Int(count) => usize::try_from(*count).ok(),
+            _ => None,
+        };
+        let view = match view {
+            None | Some(Value::None) => None,
+            Some(Value::Tuple(view)) => match view.values.as_slice() {
+                [_, offset, elements] => Some((
+                    count(offset).ok_or_else(malformed)?,
+                    count(elements).ok_or_else(malformed)?,
+                )),
+                _ => return Err(malformed()),
+            },
+            Some(_) => return Err(malformed()),
+        };
+        let elements = u64::try_from(elements).map_err(|_| malformed())?;
+        let storage = StorageRef { key: key.clone(), kind, view };
+        if !self.storages.contains_key(key) {
+            self.charge(key.len() + 32)?;
+            self.storages.insert(key.clone(), (kind, elements));
+        }
+        Ok(Value::Storage(Box::new(storage)))
     }
 }
 
@@ -847,7 +1002,7 @@ mod tests {
 
     /// Runs a pickle to its STOP.
     fn unpickle(bytes: &[u8]) -> Result<Value, String> {
-        Unpickler::new(bytes, "data.pkl").run().map(|(value, _)| value)
+        Unpickler::new(bytes, "data.pkl").run().map(|pickled| pickled.value)
     }
 
     /// LONG1 integers are little-endian two's complement of any width up to eight.
@@ -868,7 +1023,7 @@ mod tests {
 
     fn float_layout(size: Vec<i64>, stride: Vec<i64>) -> TensorLayout {
         TensorLayout {
-            storage: StorageRef { key: "0".into(), kind: Kind::Float },
+            storage: StorageRef { key: "0".into(), kind: Kind::Float, view: None },
             offset: 0,
             size,
             stride,
@@ -992,10 +1147,94 @@ mod tests {
     #[test]
     fn foreign_bytes_are_refused() {
         let legacy = [LEGACY_MAGIC, b"rest"].concat();
-        assert!(parse_state_dict(&legacy).unwrap_err().contains("legacy format"));
+        assert!(parse_state_dict(&legacy).unwrap_err().contains("format version"));
+        assert!(parse_state_dict(b"\x80\x02N.").unwrap_err().contains("magic number"));
         assert!(parse_state_dict(b"{\"json\": 1}").unwrap_err().contains("neither"));
+        assert!(parse_state_dict(b"").unwrap_err().contains("neither"));
         assert!(parse_state_dict(b"PK\x03\x04 and then nothing")
             .unwrap_err()
             .contains("cut short"));
+    }
+
+    /// The legacy-format fixture holds exactly the zip-format fixture's tensors, in
+    /// the same order (tests/fixtures/make_legacy_fixture.py).
+    #[test]
+    fn legacy_fixture_matches_the_zip_fixture() {
+        let legacy = parse_state_dict(&fixture("reference_hidden16_legacy.dat")).unwrap();
+        let zipped = parse_state_dict(&fixture("reference_hidden16.dat")).unwrap();
+        assert_eq!(legacy.len(), 16);
+        for ((legacy_name, legacy), (zipped_name, zipped)) in legacy.iter().zip(&zipped) {
+            assert_eq!(legacy_name, zipped_name);
+            assert!(legacy.equal(zipped), "{legacy_name}");
+        }
+    }
+
+    /// A legacy file as Python 2 and PyTorch 0.3 wrote one, by hand: names as Python 2
+    /// str (SHORT_BINSTRING), the OrderedDict pickled as a call on its [key, value]
+    /// pairs, `_rebuild_tensor`, storages on a GPU, one of them a view.
+    fn python2_legacy_file(count: u64, version: &[u8], little_endian: u8) -> Vec<u8> {
+        let storage = |view: &[u8]| {
+            [&b"(U\x07storagectorch.cuda\nFloatStorage\nU\x011U\x06cuda:0K\x06"[..], view, b"tQ"]
+                .concat()
+        };
+        let tensor = |storage: Vec<u8>, size_and_stride: &[u8]| {
+            [&b"ctorch._utils\n_rebuild_tensor\n("[..], &storage, b"K\x00", size_and_stride, b"tR"]
+                .concat()
+        };
+        let weight = tensor(storage(b"N"), b"(K\x02K\x03t(K\x03K\x01t");
+        let view = tensor(storage(b"(U\x012K\x02K\x04t"), b"(K\x04t(K\x01t");
+        let state = [
+            &b"\x80\x02ccollections\nOrderedDict\nq\x00](]q\x01(U\x06weight"[..],
+            &weight,
+            b"e](U\x04view",
+            &view,
+            b"ee\x85R}U\x09_metadata}sb.",
+        ]
+        .concat();
+        let system = [&b"\x80\x02}(U\x0dlittle_endian"[..], &[little_endian], b"u."].concat();
+        let data: Vec<u8> = (0..6).flat_map(|value| (value as f32).to_le_bytes()).collect();
+        [
+            LEGACY_MAGIC,
+            &[b"\x80\x02M", version, b"."].concat(),
+            &system,
+            &state,
+            b"\x80\x02]q\x00U\x011a.",
+            &count.to_le_bytes(),
+            &data,
+        ]
+        .concat()
+    }
+
+    /// Python 2's legacy files read: the tensor, and the view of its storage.
+    #[test]
+    fn legacy_python2_file_reads() {
+        let tensors = parse_state_dict(&python2_legacy_file(6, b"\xe9\x03", 0x88)).unwrap();
+        let names: Vec<&str> = tensors.iter().map(|(name, _)| name.as_str()).collect();
+        assert_eq!(names, ["weight", "view"]);
+        assert_eq!(tensors[0].1.size(), [2, 3]);
+        let values = |tensor: &Tensor| Vec::<f32>::try_from(tensor.view([-1])).unwrap();
+        assert_eq!(values(&tensors[0].1), [0.0, 1.0, 2.0, 3.0, 4.0, 5.0]);
+        assert_eq!(values(&tensors[1].1), [2.0, 3.0, 4.0, 5.0]);
+    }
+
+    /// A legacy file that is cut anywhere, big-endian, of another format version, or
+    /// whose storage disagrees with its pickle gets a reason.
+    #[test]
+    fn legacy_damage_is_named() {
+        let file = python2_legacy_file(6, b"\xe9\x03", 0x88);
+        for length in 1..file.len() {
+            assert!(parse_state_dict(&file[..length]).is_err(), "cut at {length}");
+        }
+        let message = parse_state_dict(&file[..file.len() - 1]).unwrap_err();
+        assert!(message.contains("cut short"), "{message}");
+        let message = parse_state_dict(&python2_legacy_file(6, b"\xe9\x03", 0x89)).unwrap_err();
+        assert!(message.contains("big-endian"), "{message}");
+        let message = parse_state_dict(&python2_legacy_file(6, b"\xe8\x03", 0x88)).unwrap_err();
+        assert!(message.contains("version is 1000"), "{message}");
+        let message = parse_state_dict(&python2_legacy_file(7, b"\xe9\x03", 0x88)).unwrap_err();
+        assert!(message.contains("holds 7 elements where its pickle says 6"), "{message}");
+        let message =
+            parse_state_dict(&python2_legacy_file(u64::MAX, b"\xe9\x03", 0x88)).unwrap_err();
+        assert!(message.contains("holds 18446744073709551615 elements"), "{message}");
     }
 }
