@@ -66,7 +66,17 @@ fn parse_zip(bytes: &[u8]) -> Result<Vec<(String, Tensor)>, String> {
         }
     }
     let pickle = archive.entry(&pickle_name).ok_or("its data.pkl is missing")??;
-    let state = Unpickler::new(&pickle, "data.pkl").run()?.value;
+    zip_state_dict(&mut archive, prefix, &pickle)
+}
+
+/// The tensors of the state dict that `pickle`, the archive's data.pkl, describes,
+/// each read from its storage at `<prefix>data/<key>`.
+fn zip_state_dict(
+    archive: &mut Archive,
+    prefix: &str,
+    pickle: &[u8],
+) -> Result<Vec<(String, Tensor)>, String> {
+    let state = Unpickler::new(pickle, "data.pkl").run()?.value;
     let entries = state_dict_entries(state)?;
     let mut storages = HashMap::new();
     for (name, layout) in &entries {
@@ -74,11 +84,11 @@ fn parse_zip(bytes: &[u8]) -> Result<Vec<(String, Tensor)>, String> {
         if !storages.contains_key(key) {
             let storage = archive
                 .entry(&format!("{prefix}data/{key}"))
-                .ok_or_else(|| format!("the storage of {name} is missing"))??;
+                .ok_or_else(|| format!("the storage of {} is missing", shown(name)))??;
             storages.insert(key.clone(), storage);
         }
     }
-    materialize_all(entries, &storages, bytes.len())
+    materialize_all(entries, &storages, archive.length)
 }
 
 /// The names and layouts of a state dict's tensors, in its order.
@@ -94,7 +104,8 @@ fn state_dict_entries(state: Value) -> Result<Vec<(String, TensorLayout)>, Strin
         };
         let Value::Tensor(layout) = value else {
             return Err(format!(
-                "{name} is {}, not a tensor; save model.state_dict()",
+                "{} is {}, not a tensor; save model.state_dict()",
+                shown(&name),
                 value.describe()
             ));
         };
@@ -120,12 +131,12 @@ fn materialize_all<S: AsRef<[u8]>>(
     for (name, layout) in entries {
         let storage = storages
             .get(&layout.storage.key)
-            .ok_or_else(|| format!("the storage of {name} is missing"))?;
+            .ok_or_else(|| format!("the storage of {} is missing", shown(&name)))?;
         let tensor = layout
             .storage
             .select(storage.as_ref())
             .and_then(|storage| layout.materialize(storage))
-            .map_err(|why| format!("{name}: {why}"))?;
+            .map_err(|why| format!("{}: {why}", shown(&name)))?;
         total = total.saturating_add(tensor.numel() * layout.storage.kind.elt_size_in_bytes());
         if total > allowance {
             return Err(format!(
@@ -181,9 +192,9 @@ fn parse_legacy(bytes: &[u8]) -> Result<Vec<(String, Tensor)>, String> {
         let Value::Str(key) = key else {
             return Err(format!("its storage list holds {}, not a key", key.describe()));
         };
-        let &(kind, elements) = described
-            .get(&key)
-            .ok_or_else(|| format!("its storage {key} is stored but no tensor uses it"))?;
+        let &(kind, elements) = described.get(&key).ok_or_else(|| {
+            format!("its storage {} is stored but no tensor uses it", shown(&key))
+        })?;
         let count = bytes
             .get(position..position + 8)
             .ok_or(STORAGES_CUT_SHORT)?
@@ -192,7 +203,8 @@ fn parse_legacy(bytes: &[u8]) -> Result<Vec<(String, Tensor)>, String> {
             .map_err(|_| STORAGES_CUT_SHORT)?;
         if count != elements {
             return Err(format!(
-                "its storage {key} holds {count} elements where its pickle says {elements}"
+                "its storage {} holds {count} elements where its pickle says {elements}",
+                shown(&key)
             ));
         }
         let length = usize::try_from(count)
@@ -224,7 +236,7 @@ fn little_endian(system: &Value) -> Option<bool> {
 /// zip64 records PyTorch writes).
 struct Archive<'a> {
     zip: zip::ZipArchive<Cursor<&'a [u8]>>,
-    length: u64,
+    length: usize,
 }
 
 const TRUNCATED: &str = "the zip archive is cut short (was the file copied completely?)";
@@ -232,7 +244,7 @@ const TRUNCATED: &str = "the zip archive is cut short (was the file copied compl
 impl<'a> Archive<'a> {
     fn open(bytes: &'a [u8]) -> Result<Self, String> {
         let zip = zip::ZipArchive::new(Cursor::new(bytes)).map_err(zip_reason)?;
-        Ok(Archive { zip, length: bytes.len() as u64 })
+        Ok(Archive { zip, length: bytes.len() })
     }
 
     fn names(&self) -> impl Iterator<Item = &str> {
@@ -243,7 +255,7 @@ impl<'a> Archive<'a> {
     fn entry(&mut self, name: &str) -> Option<Result<Vec<u8>, String>> {
         let length = self.length;
         match self.zip.by_name(name) {
-            Ok(file) => Some(read_entry(file, length)),
+            Ok(file) => Some(read_entry(file, length as u64)),
             Err(ZipError::FileNotFound) => None,
             Err(err) => Some(Err(zip_reason(err))),
         }
@@ -256,7 +268,7 @@ fn read_entry(mut file: zip::read::ZipFile, archive_length: u64) -> Result<Vec<u
     if file.compression() != CompressionMethod::Stored {
         return Err(format!(
             "{} is compressed; torch.save stores entries uncompressed",
-            file.name()
+            shown(file.name())
         ));
     }
     // A cut file is named as such rather than as failing its checksum.
@@ -268,9 +280,9 @@ fn read_entry(mut file: zip::read::ZipFile, archive_length: u64) -> Result<Vec<u
     // Reading from memory, within the archive, fails only on the CRC check that the
     // zip crate makes at the entry's end.
     file.read_to_end(&mut data)
-        .map_err(|_| format!("{} fails its checksum; the file is damaged", file.name()))?;
+        .map_err(|_| format!("{} fails its checksum; the file is damaged", shown(file.name())))?;
     if data.len() as u64 != file.size() {
-        return Err(format!("its zip directory gives {} the wrong size", file.name()));
+        return Err(format!("its zip directory gives {} the wrong size", shown(file.name())));
     }
     Ok(data)
 }
@@ -374,6 +386,17 @@ impl TensorLayout {
     }
 }
 
+/// Text from the file (a name, a key) fit for a one-line message: at most 60
+/// characters, control characters and line breaks escaped.
+fn shown(text: &str) -> String {
+    const LIMIT: usize = 60;
+    let mut shown: String = text.chars().take(LIMIT).flat_map(char::escape_debug).collect();
+    if text.chars().nth(LIMIT).is_some() {
+        shown.push_str("...");
+    }
+    shown
+}
+
 /// libtorch's reason, without the C++ backtrace that follows its first line.
 fn torch_reason(err: tch::TchError) -> String {
     format!("libtorch refused it: {}", err.to_string().lines().next().unwrap_or(""))
@@ -423,12 +446,12 @@ impl Value {
             Value::Bool(_) => "a boolean".into(),
             Value::Int(_) => "an integer".into(),
             Value::Float => "a float".into(),
-            Value::Str(text) => format!("the string {text:?}"),
+            Value::Str(text) => format!("the string \"{}\"", shown(text)),
             Value::Bytes => "bytes".into(),
             Value::Tuple(_) => "a tuple".into(),
             Value::List(_) => "a list".into(),
             Value::Dict(_) => "a dict".into(),
-            Value::Global(module, name) => format!("{module}.{name}"),
+            Value::Global(module, name) => shown(&format!("{module}.{name}")),
             Value::Storage(_) => "a storage".into(),
             Value::Tensor(_) => "a tensor".into(),
             Value::Mark => "a mark".into(),
@@ -919,8 +942,9 @@ impl<'a> Unpickler<'a> {
                 _ => Err(self.malformed("parameter arguments")),
             },
             _ => Err(format!(
-                "its {} calls {module}.{name}, which a state dict of tensors does not need",
-                self.name
+                "its {} calls {}, which a state dict of tensors does not need",
+                self.name,
+                shown(&format!("{module}.{name}"))
             )),
         }
     }
@@ -969,7 +993,12 @@ impl<'a> Unpickler<'a> {
             "CharStorage" => Kind::Int8,
             "ByteStorage" => Kind::Uint8,
             "BoolStorage" => Kind::Bool,
-            other => return Err(format!("it stores tensors as {other}, which is not supported")),
+            other => {
+                return Err(format!(
+                    "it stores tensors as {}, which is not supported",
+                    shown(other)
+                ))
+            }
         };
         let count = |value: &Value| match value {
             Value::Int(count) => usize::try_from(*count).ok(),
@@ -1154,6 +1183,19 @@ mod tests {
         assert!(parse_state_dict(b"PK\x03\x04 and then nothing")
             .unwrap_err()
             .contains("cut short"));
+    }
+
+    /// Names and keys from the file reach messages escaped and cut, so that a crafted
+    /// one cannot break the error's single line or flood the terminal.
+    #[test]
+    fn file_text_in_reasons_is_escaped_and_cut() {
+        assert_eq!(shown("conv1.weight"), "conv1.weight");
+        assert_eq!(shown("a\nb\u{1b}[2J"), "a\\nb\\u{1b}[2J");
+        assert_eq!(shown(&"x".repeat(1000)), format!("{}...", "x".repeat(60)));
+        let global =
+            b"\x80\x02cmodule\nname\rwith a very long name that goes on and on and on\n)R.";
+        let message = unpickle(global).unwrap_err();
+        assert!(message.contains("name\\rwith") && message.len() < 160, "{message}");
     }
 
     /// The legacy-format fixture holds exactly the zip-format fixture's tensors, in
