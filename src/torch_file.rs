@@ -355,7 +355,7 @@ impl TensorLayout {
             return Err("its layout has a negative size, stride or offset".into());
         }
         let count = self.size.iter().try_fold(1u64, |count, &size| count.checked_mul(size as u64));
-        match count {
+        let count = match count {
             None => return Err("its element count overflows".into()),
             Some(0) => {
                 return Tensor::f_zeros(self.size.as_slice(), (kind, tch::Device::Cpu))
@@ -364,8 +364,8 @@ impl TensorLayout {
             Some(count) if count > elements as u64 => {
                 return Err(format!("it has {count} elements, its storage only {elements}"))
             }
-            Some(_) => {}
-        }
+            Some(count) => count as usize,
+        };
         // The furthest element the layout reaches, offset + sum((size - 1) * stride);
         // no size is 0 here.
         let last = self.size.iter().zip(&self.stride).try_fold(
@@ -377,12 +377,32 @@ impl TensorLayout {
         if last.is_none_or(|last| last >= elements as u64) {
             return Err("its shape reaches past the end of its storage".into());
         }
+        if self.is_contiguous() {
+            // What torch.save writes for a parameter: one copy, of just its elements.
+            let start = self.offset as usize * element_size;
+            let end = start + count * element_size;
+            return Tensor::f_from_data_size(&storage[start..end], &self.size, kind)
+                .map_err(torch_reason);
+        }
         let flat =
             Tensor::f_from_data_size(&storage[..elements * element_size], &[elements as i64], kind)
                 .map_err(torch_reason)?;
         flat.f_as_strided(self.size.as_slice(), self.stride.as_slice(), self.offset)
             .and_then(|tensor| tensor.f_contiguous())
             .map_err(torch_reason)
+    }
+
+    /// Whether the elements lie one after another in row-major order (dimensions of
+    /// size 1 may have any stride).
+    fn is_contiguous(&self) -> bool {
+        let mut expected = 1;
+        for (&size, &stride) in self.size.iter().zip(&self.stride).rev() {
+            if size != 1 && stride != expected {
+                return false;
+            }
+            expected *= size;
+        }
+        true
     }
 }
 
@@ -1074,6 +1094,11 @@ mod tests {
         assert!(past_end.materialize(&storage).unwrap_err().contains("past the end"));
         let empty = TensorLayout { size: vec![0, 2], ..transposed };
         assert_eq!(empty.materialize(&storage).unwrap().size(), [0, 2]);
+        // Contiguous, with an offset and a dimension of size 1 of any stride.
+        let row = TensorLayout { offset: 3, ..float_layout(vec![1, 3], vec![7, 1]) };
+        let tensor = row.materialize(&storage).unwrap();
+        assert_eq!(tensor.size(), [1, 3]);
+        assert_eq!(Vec::<f32>::try_from(tensor.view([-1])).unwrap(), [3.0, 4.0, 5.0]);
     }
 
     /// Layouts whose sizes would need more memory than the file holds, or whose
