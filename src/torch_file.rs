@@ -429,8 +429,8 @@ const MAX_DEPTH: usize = 1000;
 
 /// How many bytes of values a pickle may build per byte of it read so far, copies
 /// included, beyond `BUILT_AT_START`. The fixture's data.pkl builds 32 (a value is
-/// 56 bytes, and torch.save memoizes nearly every one, which copies it); no run of
-/// opcodes builds more than about 60. The bound stops DUP or memo copies from
+/// 48 bytes, and torch.save memoizes nearly every one, which copies it); no run of
+/// opcodes builds more than about 50. The bound stops DUP or memo copies from
 /// doubling a value at every opcode until memory runs out.
 const BUILT_PER_BYTE: usize = 128;
 const BUILT_AT_START: usize = 1 << 20;
