@@ -952,4 +952,29 @@ mod tests {
         assert!(!dead.exists() && own.exists() && other.exists());
         fs::remove_dir_all(&dir).unwrap();
     }
+
+    /// Safetensors headers whose shapes libtorch cannot make (a dimension of 2^63 or
+    /// more beside a 0, a product past 64 bits) or whose dtype it lacks are refused on
+    /// one line; libtorch throws rather than aborts, and tch returns that as an error.
+    #[test]
+    fn crafted_safetensors_shapes_are_refused() {
+        let dir = scratch("crafted");
+        fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("model.safetensors");
+        for (shape, dtype, bytes, reason) in [
+            ("[18446744073709551615, 0]", "F32", 0, "non-negative"),
+            ("[9223372036854775808, 0]", "F32", 0, "cannot be represented"),
+            ("[4294967296, 4294967296, 0]", "F32", 0, "shape does not match"),
+            ("[2]", "U16", 4, "not a float type"),
+        ] {
+            let header = format!(
+                r#"{{"a":{{"dtype":"{dtype}","shape":{shape},"data_offsets":[0,{bytes}]}}}}"#
+            );
+            let file = [&(header.len() as u64).to_le_bytes()[..], header.as_bytes(), &[0; 4]];
+            fs::write(&path, &file.concat()[..8 + header.len() + bytes]).unwrap();
+            let message = read_model(&path).err().unwrap().report();
+            assert!(message.contains(reason) && !message.contains('\n'), "{shape}: {message}");
+        }
+        fs::remove_dir_all(&dir).unwrap();
+    }
 }

@@ -3,17 +3,29 @@
 //!
 //! Since PyTorch 1.6 such a file is a zip archive of stored (uncompressed) entries:
 //! `<name>/data.pkl`, a pickle of the state dict in which every tensor refers by key
-//! to a raw storage, and `<name>/data/<key>`, each storage's little-endian bytes. We
-//! read that subset: the zip's central directory, the pickle opcodes that
-//! `torch.save` emits (protocol 2), and the globals a state dict names. tch's own
-//! loader stops with an internal assert on the `OrderedDict` (with its `_metadata`)
-//! that `state_dict()` returns, which is why this module exists.
+//! to a raw storage, and `<name>/data/<key>`, each storage's little-endian bytes.
+//! Before, `torch.save` wrote its legacy format, which rl_a3c_pytorch's checkpoints of
+//! 2017-2019 are in: five pickles one after another (a magic number, the format's
+//! version, the machine's byte order, the state dict, its storages' keys), then each
+//! storage as an 8-byte little-endian element count and its bytes.
+//!
+//! We read that subset: the zip archive (through the `zip` crate), the pickle opcodes
+//! that `torch.save` emits (protocol 2, from Python 2 or 3), and the globals a state
+//! dict names. tch's own loader stops with an internal assert on the `OrderedDict`
+//! (with its `_metadata`) that `state_dict()` returns, which is why this module exists.
+//!
+//! Every number in the file is checked before it sizes anything, and what a pickle
+//! builds is bounded by its length, so a damaged or crafted file is an error, never a
+//! panic, a stack overflow or an exhausted memory.
 
 use std::collections::HashMap;
 use std::fs;
+use std::io::{Cursor, Read};
 use std::path::Path;
 
 use tch::{Kind, Tensor};
+use zip::result::ZipError;
+use zip::CompressionMethod;
 
 use crate::error::{Error, Result};
 
@@ -31,15 +43,17 @@ pub fn read_state_dict(path: &Path) -> Result<Vec<(String, Tensor)>> {
 
 /// Parses the bytes of a `torch.save` file; the error says what is wrong with it.
 fn parse_state_dict(bytes: &[u8]) -> Result<Vec<(String, Tensor)>, String> {
-    if bytes.starts_with(LEGACY_MAGIC) {
-        return Err("it was saved in PyTorch's legacy format (before 1.6); load it in a recent \
-                    PyTorch and save it again with torch.save, which writes the zip format"
-            .into());
+    // A zip archive starts with a local file header, a pickle with its PROTO opcode.
+    match bytes.first_chunk() {
+        Some(b"PK\x03\x04") => parse_zip(bytes),
+        Some([0x80, ..]) => parse_legacy(bytes),
+        _ => Err("it is neither a torch.save file nor safetensors".into()),
     }
-    if !bytes.starts_with(b"PK\x03\x04") {
-        return Err("it is neither a zip-format torch.save file nor safetensors".into());
-    }
-    let archive = ZipArchive::parse(bytes)?;
+}
+
+/// Parses the zip format of PyTorch 1.6 and later.
+fn parse_zip(bytes: &[u8]) -> Result<Vec<(String, Tensor)>, String> {
+    let mut archive = Archive::open(bytes)?;
     let pickle_name = archive
         .names()
         .find(|name| name.ends_with("data.pkl"))
@@ -47,164 +61,277 @@ fn parse_state_dict(bytes: &[u8]) -> Result<Vec<(String, Tensor)>, String> {
         .to_string();
     let prefix = &pickle_name[..pickle_name.len() - "data.pkl".len()];
     if let Some(order) = archive.entry(&format!("{prefix}byteorder")) {
-        if order? != b"little" {
+        if order?.as_slice() != b"little" {
             return Err("its tensors are stored big-endian, which is not supported".into());
         }
     }
-    let pickle = archive.entry(&pickle_name).expect("found among the names")?;
-    let entries = match Unpickler::new(pickle).run()? {
-        Value::Dict(entries) => entries,
-        other => return Err(format!("it holds {}, not a state dict", other.describe())),
+    let pickle = archive.entry(&pickle_name).ok_or("its data.pkl is missing")??;
+    zip_state_dict(&mut archive, prefix, &pickle)
+}
+
+/// The tensors of the state dict that `pickle`, the archive's data.pkl, describes,
+/// each read from its storage at `<prefix>data/<key>`.
+fn zip_state_dict(
+    archive: &mut Archive,
+    prefix: &str,
+    pickle: &[u8],
+) -> Result<Vec<(String, Tensor)>, String> {
+    let state = Unpickler::new(pickle, "data.pkl").run()?.value;
+    let entries = state_dict_entries(state)?;
+    let mut storages = HashMap::new();
+    for (name, layout) in &entries {
+        let key = &layout.storage.key;
+        if !storages.contains_key(key) {
+            let storage = archive
+                .entry(&format!("{prefix}data/{key}"))
+                .ok_or_else(|| format!("the storage of {} is missing", shown(name)))??;
+            storages.insert(key.clone(), storage);
+        }
+    }
+    materialize_all(entries, &storages, archive.length)
+}
+
+/// The names and layouts of a state dict's tensors, in its order.
+fn state_dict_entries(state: Value) -> Result<Vec<(String, TensorLayout)>, String> {
+    let Value::Dict(items) = state else {
+        return Err(format!("it holds {}, not a state dict", state.describe()));
     };
-    let mut tensors = Vec::with_capacity(entries.len());
-    for (key, value) in entries {
+    let mut entries = Vec::with_capacity(items.values.len() / 2);
+    let mut items = items.values.into_iter();
+    while let (Some(key), Some(value)) = (items.next(), items.next()) {
         let Value::Str(name) = key else {
             return Err(format!("a key of its state dict is {}, not a name", key.describe()));
         };
         let Value::Tensor(layout) = value else {
             return Err(format!(
-                "{name} is {}, not a tensor; save model.state_dict()",
+                "{} is {}, not a tensor; save model.state_dict()",
+                shown(&name),
                 value.describe()
             ));
         };
-        let storage = archive
-            .entry(&format!("{prefix}data/{}", layout.storage_key))
-            .ok_or_else(|| format!("the storage of {name} is missing"))??;
-        tensors.push((
-            name.clone(),
-            layout.materialize(storage).map_err(|why| format!("{name}: {why}"))?,
-        ));
+        entries.push((name, *layout));
+    }
+    Ok(entries)
+}
+
+/// How many times over a state dict's tensors may hold its file's bytes. Tensors may
+/// share a storage (tied weights), but a crafted file could name one storage a
+/// million times to exhaust memory.
+const TENSOR_BYTES_PER_FILE_BYTE: usize = 4;
+
+/// Each tensor, read from its storage's bytes (by key in `storages`).
+fn materialize_all<S: AsRef<[u8]>>(
+    entries: Vec<(String, TensorLayout)>,
+    storages: &HashMap<String, S>,
+    file_length: usize,
+) -> Result<Vec<(String, Tensor)>, String> {
+    let allowance = file_length.saturating_mul(TENSOR_BYTES_PER_FILE_BYTE);
+    let mut total = 0usize;
+    let mut tensors = Vec::with_capacity(entries.len());
+    for (name, layout) in entries {
+        let storage = storages
+            .get(&layout.storage.key)
+            .ok_or_else(|| format!("the storage of {} is missing", shown(&name)))?;
+        let tensor = layout
+            .storage
+            .select(storage.as_ref())
+            .and_then(|storage| layout.materialize(storage))
+            .map_err(|why| format!("{}: {why}", shown(&name)))?;
+        total = total.saturating_add(tensor.numel() * layout.storage.kind.elt_size_in_bytes());
+        if total > allowance {
+            return Err(format!(
+                "its tensors would take over {TENSOR_BYTES_PER_FILE_BYTE} times the file's size \
+                 (storages shared by too many tensors)"
+            ));
+        }
+        tensors.push((name, tensor));
     }
     Ok(tensors)
 }
 
-/// How the legacy (pre-1.6) format begins: a pickled magic number, protocol 2.
-const LEGACY_MAGIC: &[u8] = b"\x80\x02\x8a\x0a\x6c\xfc\x9c\x46\xf9\x20\x6a\xa8\x50\x19";
+/// How the legacy format begins: its magic number 0x1950a86a20f9469cfc6c pickled
+/// (protocol 2, as a 10-byte LONG1), up to the STOP opcode.
+const LEGACY_MAGIC: &[u8] = b"\x80\x02\x8a\x0a\x6c\xfc\x9c\x46\xf9\x20\x6a\xa8\x50\x19.";
 
-/// The stored entries of a zip archive, read through its central directory.
-struct ZipArchive<'a> {
-    bytes: &'a [u8],
-    entries: Vec<ZipEntry>,
+/// The version of the legacy format that every PyTorch from 0.1.10 to today writes.
+const LEGACY_VERSION: i64 = 1001;
+
+const STORAGES_CUT_SHORT: &str = "its storages are cut short (was the file copied completely?)";
+
+/// Parses the legacy format of PyTorch before 1.6.
+fn parse_legacy(bytes: &[u8]) -> Result<Vec<(String, Tensor)>, String> {
+    if !bytes.starts_with(LEGACY_MAGIC) {
+        return Err("it is a pickle without torch.save's magic number, so not a checkpoint \
+                    torch.save wrote"
+            .into());
+    }
+    let mut position = LEGACY_MAGIC.len();
+    let mut next_pickle = |name: &'static str| {
+        let pickled = Unpickler::new(&bytes[position..], name).run()?;
+        position += pickled.length;
+        Ok::<_, String>((pickled.value, pickled.storages))
+    };
+    match next_pickle("format version")?.0 {
+        Value::Int(LEGACY_VERSION) => {}
+        Value::Int(version) => {
+            return Err(format!("its legacy format version is {version}, not {LEGACY_VERSION}"))
+        }
+        other => return Err(format!("its legacy format version is {}", other.describe())),
+    }
+    let (system, _) = next_pickle("system information")?;
+    if little_endian(&system) == Some(false) {
+        return Err("its tensors are stored big-endian, which is not supported".into());
+    }
+    let (state, described) = next_pickle("pickle")?;
+    let (keys, _) = next_pickle("storage list")?;
+    let Value::List(keys) = keys else {
+        return Err(format!("its storage list is {}, not a list", keys.describe()));
+    };
+    let mut storages = HashMap::new();
+    for key in keys.values {
+        let Value::Str(key) = key else {
+            return Err(format!("its storage list holds {}, not a key", key.describe()));
+        };
+        let &(kind, elements) = described.get(&key).ok_or_else(|| {
+            format!("its storage {} is stored but no tensor uses it", shown(&key))
+        })?;
+        let count = bytes
+            .get(position..position + 8)
+            .ok_or(STORAGES_CUT_SHORT)?
+            .try_into()
+            .map(u64::from_le_bytes)
+            .map_err(|_| STORAGES_CUT_SHORT)?;
+        if count != elements {
+            return Err(format!(
+                "its storage {} holds {count} elements where its pickle says {elements}",
+                shown(&key)
+            ));
+        }
+        let length = usize::try_from(count)
+            .ok()
+            .and_then(|count| count.checked_mul(kind.elt_size_in_bytes()))
+            .ok_or(STORAGES_CUT_SHORT)?;
+        let start = position + 8;
+        let data = start
+            .checked_add(length)
+            .and_then(|end| bytes.get(start..end))
+            .ok_or(STORAGES_CUT_SHORT)?;
+        position = start + length;
+        storages.insert(key, data);
+    }
+    let entries = state_dict_entries(state)?;
+    materialize_all(entries, &storages, bytes.len())
 }
 
-struct ZipEntry {
-    name: String,
-    method: u16,
-    crc32: u32,
-    size: usize,
-    local_header: usize,
+/// The `little_endian` entry of the legacy format's system information.
+fn little_endian(system: &Value) -> Option<bool> {
+    let Value::Dict(items) = system else { return None };
+    items.values.chunks_exact(2).find_map(|pair| match pair {
+        [Value::Str(key), Value::Bool(value)] if key == "little_endian" => Some(*value),
+        _ => None,
+    })
 }
 
-fn u16_at(bytes: &[u8], offset: usize) -> Option<u16> {
-    Some(u16::from_le_bytes(bytes.get(offset..offset + 2)?.try_into().ok()?))
-}
-
-fn u32_at(bytes: &[u8], offset: usize) -> Option<u32> {
-    Some(u32::from_le_bytes(bytes.get(offset..offset + 4)?.try_into().ok()?))
+/// A torch.save zip archive, read through the `zip` crate (which also reads the
+/// zip64 records PyTorch writes).
+struct Archive<'a> {
+    zip: zip::ZipArchive<Cursor<&'a [u8]>>,
+    length: usize,
 }
 
 const TRUNCATED: &str = "the zip archive is cut short (was the file copied completely?)";
 
-impl<'a> ZipArchive<'a> {
-    fn parse(bytes: &'a [u8]) -> Result<Self, String> {
-        // The end-of-central-directory record is 22 bytes plus a comment of at most
-        // 65535 bytes, so it starts within the last 65557 bytes.
-        const END_SIGNATURE: u32 = 0x0605_4b50;
-        let search_from = bytes.len().saturating_sub(22 + 65_535);
-        let end = (search_from..bytes.len().saturating_sub(21))
-            .rev()
-            .find(|&offset| u32_at(bytes, offset) == Some(END_SIGNATURE))
-            .ok_or(TRUNCATED)?;
-        let count = u16_at(bytes, end + 10).ok_or(TRUNCATED)?;
-        let directory = u32_at(bytes, end + 16).ok_or(TRUNCATED)?;
-        if count == u16::MAX || directory == u32::MAX {
-            return Err("it is a zip64 archive (over 4 GB), which is not supported".into());
-        }
-        let mut entries = Vec::with_capacity(usize::from(count));
-        let mut offset = directory as usize;
-        for _ in 0..count {
-            if u32_at(bytes, offset) != Some(0x0201_4b50) {
-                return Err("its zip directory is damaged".into());
-            }
-            let field16 = |at: usize| u16_at(bytes, offset + at).ok_or(TRUNCATED);
-            let field32 = |at: usize| u32_at(bytes, offset + at).ok_or(TRUNCATED);
-            let name_length = usize::from(field16(28)?);
-            let name_start = offset + 46;
-            let name = bytes.get(name_start..name_start + name_length).ok_or(TRUNCATED)?;
-            entries.push(ZipEntry {
-                name: String::from_utf8_lossy(name).into_owned(),
-                method: field16(10)?,
-                crc32: field32(16)?,
-                size: field32(24)? as usize,
-                local_header: field32(42)? as usize,
-            });
-            offset =
-                name_start + name_length + usize::from(field16(30)?) + usize::from(field16(32)?);
-        }
-        Ok(ZipArchive { bytes, entries })
+impl<'a> Archive<'a> {
+    fn open(bytes: &'a [u8]) -> Result<Self, String> {
+        let zip = zip::ZipArchive::new(Cursor::new(bytes)).map_err(zip_reason)?;
+        Ok(Archive { zip, length: bytes.len() })
     }
 
     fn names(&self) -> impl Iterator<Item = &str> {
-        self.entries.iter().map(|entry| entry.name.as_str())
+        self.zip.file_names()
     }
 
     /// The contents of entry `name`, checked against its CRC; `None` if there is none.
-    fn entry(&self, name: &str) -> Option<Result<&'a [u8], String>> {
-        let entry = self.entries.iter().find(|entry| entry.name == name)?;
-        Some(self.contents(entry))
-    }
-
-    fn contents(&self, entry: &ZipEntry) -> Result<&'a [u8], String> {
-        if entry.method != 0 {
-            return Err(format!(
-                "{} is compressed; torch.save stores entries uncompressed",
-                entry.name
-            ));
+    fn entry(&mut self, name: &str) -> Option<Result<Vec<u8>, String>> {
+        let length = self.length;
+        match self.zip.by_name(name) {
+            Ok(file) => Some(read_entry(file, length as u64)),
+            Err(ZipError::FileNotFound) => None,
+            Err(err) => Some(Err(zip_reason(err))),
         }
-        let header = entry.local_header;
-        if u32_at(self.bytes, header) != Some(0x0403_4b50) {
-            return Err(format!("the zip header of {} is damaged", entry.name));
-        }
-        // The local header's own name and extra lengths: torch.save pads the extra
-        // field there (and only there) to align the data.
-        let name_length = usize::from(u16_at(self.bytes, header + 26).ok_or(TRUNCATED)?);
-        let extra_length = usize::from(u16_at(self.bytes, header + 28).ok_or(TRUNCATED)?);
-        let start = header + 30 + name_length + extra_length;
-        let data = self.bytes.get(start..start + entry.size).ok_or(TRUNCATED)?;
-        if crc32(data) != entry.crc32 {
-            return Err(format!("{} fails its checksum; the file is damaged", entry.name));
-        }
-        Ok(data)
     }
 }
 
-/// The CRC-32 (IEEE) that zip stores for each entry.
-fn crc32(data: &[u8]) -> u32 {
-    const TABLE: [u32; 256] = {
-        let mut table = [0u32; 256];
-        let mut index = 0;
-        while index < 256 {
-            let mut value = index as u32;
-            let mut bit = 0;
-            while bit < 8 {
-                value = if value & 1 == 1 { 0xEDB8_8320 ^ (value >> 1) } else { value >> 1 };
-                bit += 1;
-            }
-            table[index] = value;
-            index += 1;
+fn read_entry(mut file: zip::read::ZipFile, archive_length: u64) -> Result<Vec<u8>, String> {
+    // Anything but stored data would be decompressed, and a crafted entry could
+    // expand to any size.
+    if file.compression() != CompressionMethod::Stored {
+        return Err(format!(
+            "{} is compressed; torch.save stores entries uncompressed",
+            shown(file.name())
+        ));
+    }
+    // A cut file is named as such rather than as failing its checksum.
+    let end = file.data_start().checked_add(file.compressed_size());
+    if end.is_none_or(|end| end > archive_length) {
+        return Err(TRUNCATED.into());
+    }
+    let mut data = Vec::with_capacity(file.compressed_size() as usize);
+    // Reading from memory, within the archive, fails only on the CRC check that the
+    // zip crate makes at the entry's end.
+    file.read_to_end(&mut data)
+        .map_err(|_| format!("{} fails its checksum; the file is damaged", shown(file.name())))?;
+    if data.len() as u64 != file.size() {
+        return Err(format!("its zip directory gives {} the wrong size", shown(file.name())));
+    }
+    Ok(data)
+}
+
+/// A one-line reason for what the zip crate found wrong.
+fn zip_reason(err: ZipError) -> String {
+    match err {
+        // The end-of-directory record is the archive's last 22 bytes or more, so a
+        // cut file lacks it ("invalid zip header": shorter than that). The archive is
+        // read from memory, so an I/O error is a seek or read past its end, as in a
+        // file shorter than its records say.
+        ZipError::InvalidArchive("Could not find central directory end" | "Invalid zip header")
+        | ZipError::Io(_) => TRUNCATED.into(),
+        ZipError::InvalidArchive(why) => {
+            format!("its zip archive is damaged ({})", why.to_lowercase())
         }
-        table
-    };
-    !data
-        .iter()
-        .fold(!0u32, |crc, &byte| TABLE[((crc ^ u32::from(byte)) & 0xff) as usize] ^ (crc >> 8))
+        ZipError::UnsupportedArchive(why) => {
+            format!("its zip archive is not a kind torch.save writes ({})", why.to_lowercase())
+        }
+        ZipError::FileNotFound => "its zip archive lacks an entry it lists".into(),
+    }
+}
+
+/// A storage that tensors read from, as `persistent_load` resolves it.
+#[derive(Clone, Debug)]
+struct StorageRef {
+    key: String,
+    kind: Kind,
+    /// The elements it sees of the storage stored under `key`, offset and count, when
+    /// it is a view (which PyTorch before 0.4 wrote in the legacy format).
+    view: Option<(usize, usize)>,
+}
+
+impl StorageRef {
+    /// The bytes it sees of `stored`, the bytes stored under its key.
+    fn select<'s>(&self, stored: &'s [u8]) -> Result<&'s [u8], String> {
+        let Some((offset, elements)) = self.view else { return Ok(stored) };
+        let size = self.kind.elt_size_in_bytes();
+        offset
+            .checked_add(elements)
+            .and_then(|end| stored.get(offset.checked_mul(size)?..end.checked_mul(size)?))
+            .ok_or_else(|| "its storage view reaches past the end of its storage".into())
+    }
 }
 
 /// Where a tensor's elements lie in its storage, as `_rebuild_tensor_v2` records it.
 #[derive(Clone, Debug)]
 struct TensorLayout {
-    storage_key: String,
-    kind: Kind,
+    storage: StorageRef,
     offset: i64,
     size: Vec<i64>,
     stride: Vec<i64>,
@@ -212,49 +339,122 @@ struct TensorLayout {
 
 impl TensorLayout {
     /// A contiguous tensor holding the elements the layout selects from `storage`.
+    ///
+    /// Every number comes from the file, so the layout is checked first, in 64-bit
+    /// arithmetic that refuses to overflow: it must select no more elements than the
+    /// storage holds (a stride of 0 would otherwise repeat one element into terabytes)
+    /// and reach none beyond its end.
     fn materialize(&self, storage: &[u8]) -> Result<Tensor, String> {
-        let element_size = self.kind.elt_size_in_bytes();
-        let elements = (storage.len() / element_size) as i64;
-        let last =
-            self.size.iter().zip(&self.stride).try_fold(self.offset, |last, (&size, &stride)| {
-                (size >= 0 && stride >= 0).then(|| last + (size - 1).max(0) * stride)
-            });
-        let empty = self.size.contains(&0);
-        match last {
-            Some(last) if empty || (self.offset >= 0 && last < elements) => {}
-            _ => return Err("its shape reaches past the end of its storage".into()),
+        let kind = self.storage.kind;
+        let element_size = kind.elt_size_in_bytes();
+        let elements = storage.len() / element_size;
+        if self.size.len() != self.stride.len() {
+            return Err("its size and stride differ in length".into());
         }
-        let flat = Tensor::from_data_size(
-            &storage[..elements as usize * element_size],
-            &[elements],
-            self.kind,
+        if self.offset < 0 || self.size.iter().chain(&self.stride).any(|&value| value < 0) {
+            return Err("its layout has a negative size, stride or offset".into());
+        }
+        let count = self.size.iter().try_fold(1u64, |count, &size| count.checked_mul(size as u64));
+        let count = match count {
+            None => return Err("its element count overflows".into()),
+            Some(0) => {
+                return Tensor::f_zeros(self.size.as_slice(), (kind, tch::Device::Cpu))
+                    .map_err(torch_reason)
+            }
+            Some(count) if count > elements as u64 => {
+                return Err(format!("it has {count} elements, its storage only {elements}"))
+            }
+            Some(count) => count as usize,
+        };
+        // The furthest element the layout reaches, offset + sum((size - 1) * stride);
+        // no size is 0 here.
+        let last = self.size.iter().zip(&self.stride).try_fold(
+            self.offset as u64,
+            |last, (&size, &stride)| {
+                last.checked_add((size as u64 - 1).checked_mul(stride as u64)?)
+            },
         );
-        Ok(flat.as_strided(self.size.as_slice(), self.stride.as_slice(), self.offset).contiguous())
+        if last.is_none_or(|last| last >= elements as u64) {
+            return Err("its shape reaches past the end of its storage".into());
+        }
+        if self.is_contiguous() {
+            // What torch.save writes for a parameter: one copy, of just its elements.
+            let start = self.offset as usize * element_size;
+            let end = start + count * element_size;
+            return Tensor::f_from_data_size(&storage[start..end], &self.size, kind)
+                .map_err(torch_reason);
+        }
+        let flat =
+            Tensor::f_from_data_size(&storage[..elements * element_size], &[elements as i64], kind)
+                .map_err(torch_reason)?;
+        flat.f_as_strided(self.size.as_slice(), self.stride.as_slice(), self.offset)
+            .and_then(|tensor| tensor.f_contiguous())
+            .map_err(torch_reason)
+    }
+
+    /// Whether the elements lie one after another in row-major order (dimensions of
+    /// size 1 may have any stride).
+    fn is_contiguous(&self) -> bool {
+        let mut expected = 1;
+        for (&size, &stride) in self.size.iter().zip(&self.stride).rev() {
+            if size != 1 && stride != expected {
+                return false;
+            }
+            expected *= size;
+        }
+        true
     }
 }
+
+/// Text from the file (a name, a key) fit for a one-line message: at most 60
+/// characters, control characters and line breaks escaped.
+fn shown(text: &str) -> String {
+    const LIMIT: usize = 60;
+    let mut shown: String = text.chars().take(LIMIT).flat_map(char::escape_debug).collect();
+    if text.chars().nth(LIMIT).is_some() {
+        shown.push_str("...");
+    }
+    shown
+}
+
+/// libtorch's reason, without the C++ backtrace that follows its first line.
+fn torch_reason(err: tch::TchError) -> String {
+    format!("libtorch refused it: {}", err.to_string().lines().next().unwrap_or(""))
+}
+
+/// How deep a pickle's containers may nest. A state dict needs five levels; cloning
+/// and dropping a value recurse through it, so a crafted file of 100 000 nested lists
+/// would otherwise overflow the stack.
+const MAX_DEPTH: usize = 1000;
+
+/// How many bytes of values a pickle may build per byte of it read so far, copies
+/// included, beyond `BUILT_AT_START`. The fixture's data.pkl builds 32 (a value is
+/// 48 bytes, and torch.save memoizes nearly every one, which copies it); no run of
+/// opcodes builds more than about 50. The bound stops DUP or memo copies from
+/// doubling a value at every opcode until memory runs out.
+const BUILT_PER_BYTE: usize = 128;
+const BUILT_AT_START: usize = 1 << 20;
 
 /// The values a state dict's pickle builds.
 #[derive(Clone, Debug)]
 enum Value {
     None,
-    // Booleans, floats and byte strings only pass through (requires_grad, say),
-    // so their values are not kept.
-    Bool,
     Int(i64),
+    Bool(bool),
+    // Floats and byte strings only pass through (they are not in a state dict's
+    // tensors), so their values are not kept.
     Float,
     Str(String),
     Bytes,
-    Tuple(Vec<Value>),
-    List(Vec<Value>),
-    Dict(Vec<(Value, Value)>),
+    Tuple(Items),
+    List(Items),
+    /// Keys and values alternate.
+    Dict(Items),
     /// A class or function named by module and name.
     Global(String, String),
     /// A storage referred to by key, from `persistent_load`.
-    Storage {
-        key: String,
-        kind: Kind,
-    },
-    Tensor(TensorLayout),
+    Storage(Box<StorageRef>),
+    Tensor(Box<TensorLayout>),
     /// What the pickle stack keeps between MARK and the opcode that collects it.
     Mark,
 }
@@ -263,40 +463,126 @@ impl Value {
     fn describe(&self) -> String {
         match self {
             Value::None => "None".into(),
-            Value::Bool => "a boolean".into(),
+            Value::Bool(_) => "a boolean".into(),
             Value::Int(_) => "an integer".into(),
             Value::Float => "a float".into(),
-            Value::Str(text) => format!("the string {text:?}"),
+            Value::Str(text) => format!("the string \"{}\"", shown(text)),
             Value::Bytes => "bytes".into(),
             Value::Tuple(_) => "a tuple".into(),
             Value::List(_) => "a list".into(),
             Value::Dict(_) => "a dict".into(),
-            Value::Global(module, name) => format!("{module}.{name}"),
-            Value::Storage { .. } => "a storage".into(),
+            Value::Global(module, name) => shown(&format!("{module}.{name}")),
+            Value::Storage(_) => "a storage".into(),
             Value::Tensor(_) => "a tensor".into(),
             Value::Mark => "a mark".into(),
         }
     }
+
+    /// How many containers deep the value is: 0 for a number, 1 for an empty list.
+    fn depth(&self) -> usize {
+        match self {
+            Value::Tuple(items) | Value::List(items) | Value::Dict(items) => items.depth + 1,
+            _ => 0,
+        }
+    }
+
+    /// About how many bytes of memory the value occupies, its contents included.
+    fn footprint(&self) -> usize {
+        std::mem::size_of::<Value>()
+            + match self {
+                Value::Str(text) => text.len(),
+                Value::Global(module, name) => module.len() + name.len(),
+                Value::Tuple(items) | Value::List(items) | Value::Dict(items) => items.footprint,
+                Value::Storage(storage) => std::mem::size_of::<StorageRef>() + storage.key.len(),
+                Value::Tensor(layout) => {
+                    std::mem::size_of::<TensorLayout>()
+                        + layout.storage.key.len()
+                        + 8 * (layout.size.len() + layout.stride.len())
+                }
+                _ => 0,
+            }
+    }
+}
+
+/// The items of a tuple, list or dict, with their depth and footprint kept up to
+/// date as they grow, so that bounding them costs nothing per opcode.
+#[derive(Clone, Debug, Default)]
+struct Items {
+    values: Vec<Value>,
+    /// The deepest item's `Value::depth`.
+    depth: usize,
+    /// The sum of the items' `Value::footprint`.
+    footprint: usize,
+}
+
+impl Items {
+    fn new(values: Vec<Value>) -> Result<Self, String> {
+        let mut items = Items::default();
+        items.values.reserve_exact(values.len());
+        for value in values {
+            items.push(value)?;
+        }
+        Ok(items)
+    }
+
+    fn push(&mut self, value: Value) -> Result<(), String> {
+        let depth = value.depth();
+        if depth >= MAX_DEPTH {
+            return Err(format!("it nests containers more than {MAX_DEPTH} deep"));
+        }
+        self.depth = self.depth.max(depth);
+        self.footprint += value.footprint();
+        self.values.push(value);
+        Ok(())
+    }
+}
+
+/// What a pickle gives.
+struct Unpickled {
+    value: Value,
+    /// Where its STOP opcode ended it, from its start.
+    length: usize,
+    /// The storages its persistent ids describe, by key: their type and element
+    /// count. PyTorch keeps a key's first description, and so do we.
+    storages: HashMap<String, (Kind, u64)>,
 }
 
 /// A pickle machine for the opcodes `torch.save` emits.
 struct Unpickler<'a> {
     bytes: &'a [u8],
+    /// Which pickle this is, for messages ("data.pkl").
+    name: &'static str,
     position: usize,
     stack: Vec<Value>,
     memo: HashMap<u32, Value>,
+    /// Bytes of values built so far, copies included, against `BUILT_PER_BYTE`.
+    built: usize,
+    storages: HashMap<String, (Kind, u64)>,
 }
 
 impl<'a> Unpickler<'a> {
-    fn new(bytes: &'a [u8]) -> Self {
-        Unpickler { bytes, position: 0, stack: Vec::new(), memo: HashMap::new() }
+    fn new(bytes: &'a [u8], name: &'static str) -> Self {
+        Unpickler {
+            bytes,
+            name,
+            position: 0,
+            stack: Vec::new(),
+            memo: HashMap::new(),
+            built: 0,
+            storages: HashMap::new(),
+        }
+    }
+
+    fn malformed(&self, what: &str) -> String {
+        format!("its {} is malformed ({what})", self.name)
     }
 
     fn take(&mut self, count: usize) -> Result<&'a [u8], String> {
         let bytes = self
-            .bytes
-            .get(self.position..self.position + count)
-            .ok_or("its data.pkl ends early")?;
+            .position
+            .checked_add(count)
+            .and_then(|end| self.bytes.get(self.position..end))
+            .ok_or_else(|| format!("its {} ends early", self.name))?;
         self.position += count;
         Ok(bytes)
     }
@@ -306,16 +592,21 @@ impl<'a> Unpickler<'a> {
     }
 
     fn u16(&mut self) -> Result<u16, String> {
-        Ok(u16::from_le_bytes(self.take(2)?.try_into().expect("two bytes")))
+        let bytes = self.take(2)?;
+        Ok(u16::from_le_bytes([bytes[0], bytes[1]]))
     }
 
     fn u32(&mut self) -> Result<u32, String> {
-        Ok(u32::from_le_bytes(self.take(4)?.try_into().expect("four bytes")))
+        let bytes = self.take(4)?;
+        Ok(u32::from_le_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]))
     }
 
     fn line(&mut self) -> Result<String, String> {
         let rest = &self.bytes[self.position..];
-        let end = rest.iter().position(|&byte| byte == b'\n').ok_or("its data.pkl ends early")?;
+        let end = rest
+            .iter()
+            .position(|&byte| byte == b'\n')
+            .ok_or_else(|| format!("its {} ends early", self.name))?;
         let text = String::from_utf8_lossy(&rest[..end]).into_owned();
         self.position += end + 1;
         Ok(text)
@@ -323,15 +614,45 @@ impl<'a> Unpickler<'a> {
 
     fn text(&mut self, length: usize) -> Result<String, String> {
         let bytes = self.take(length)?;
-        String::from_utf8(bytes.to_vec()).map_err(|_| "its data.pkl holds invalid UTF-8".into())
+        String::from_utf8(bytes.to_vec())
+            .map_err(|_| format!("its {} holds invalid UTF-8", self.name))
+    }
+
+    /// Counts `value` against what the pickle may build, then pushes it. Values made
+    /// of popped ones (a tuple of the top three, say) are pushed directly: only their
+    /// own node is new.
+    fn push(&mut self, value: Value) -> Result<(), String> {
+        self.charge(value.footprint())?;
+        self.stack.push(value);
+        Ok(())
+    }
+
+    fn charge(&mut self, bytes: usize) -> Result<(), String> {
+        self.built = self.built.saturating_add(bytes);
+        if self.built > BUILT_AT_START.saturating_add(BUILT_PER_BYTE.saturating_mul(self.position))
+        {
+            return Err(format!(
+                "its {} copies values far beyond its own size (over {BUILT_PER_BYTE} bytes per byte)",
+                self.name
+            ));
+        }
+        Ok(())
+    }
+
+    /// Pushes a tuple, list or dict made of values taken off the stack.
+    fn push_container(&mut self, container: Value) -> Result<(), String> {
+        self.charge(std::mem::size_of::<Value>())?;
+        self.stack.push(container);
+        Ok(())
     }
 
     fn pop(&mut self) -> Result<Value, String> {
-        self.stack.pop().ok_or_else(|| "its data.pkl is malformed (stack underflow)".into())
+        self.stack.pop().ok_or_else(|| self.malformed("stack underflow"))
     }
 
     fn top(&mut self) -> Result<&mut Value, String> {
-        self.stack.last_mut().ok_or_else(|| "its data.pkl is malformed (empty stack)".into())
+        let name = self.name;
+        self.stack.last_mut().ok_or_else(|| format!("its {name} is malformed (empty stack)"))
     }
 
     /// Everything above the topmost mark, which is removed.
@@ -340,17 +661,26 @@ impl<'a> Unpickler<'a> {
             .stack
             .iter()
             .rposition(|value| matches!(value, Value::Mark))
-            .ok_or("its data.pkl is malformed (no mark)")?;
+            .ok_or_else(|| self.malformed("no mark"))?;
         let items = self.stack.split_off(mark + 1);
         self.stack.pop();
         Ok(items)
     }
 
-    fn memo_get(&self, index: u32) -> Result<Value, String> {
-        self.memo.get(&index).cloned().ok_or_else(|| "its data.pkl is malformed (memo)".into())
+    fn memo_put(&mut self, index: u32) -> Result<(), String> {
+        let value = self.top()?.clone();
+        self.charge(value.footprint())?;
+        self.memo.insert(index, value);
+        Ok(())
     }
 
-    fn run(mut self) -> Result<Value, String> {
+    fn memo_get(&mut self, index: u32) -> Result<(), String> {
+        let value = self.memo.get(&index).cloned().ok_or_else(|| self.malformed("memo"))?;
+        self.push(value)
+    }
+
+    /// Runs the pickle to its STOP opcode.
+    fn run(mut self) -> Result<Unpickled, String> {
         loop {
             let opcode = self.byte()?;
             match opcode {
@@ -360,122 +690,160 @@ impl<'a> Unpickler<'a> {
                 0x95 => {
                     self.take(8)?; // FRAME: a length hint.
                 }
-                b'.' => return self.pop(),
-                b'(' => self.stack.push(Value::Mark),
-                b'N' => self.stack.push(Value::None),
-                0x88 | 0x89 => self.stack.push(Value::Bool),
+                b'.' => {
+                    let value = self.pop()?;
+                    return Ok(Unpickled {
+                        value,
+                        length: self.position,
+                        storages: self.storages,
+                    });
+                }
+                b'(' => self.push(Value::Mark)?,
+                b'N' => self.push(Value::None)?,
+                0x88 => self.push(Value::Bool(true))?,
+                0x89 => self.push(Value::Bool(false))?,
                 b'K' => {
                     let value = self.byte()?;
-                    self.stack.push(Value::Int(i64::from(value)));
+                    self.push(Value::Int(i64::from(value)))?;
                 }
                 b'M' => {
                     let value = self.u16()?;
-                    self.stack.push(Value::Int(i64::from(value)));
+                    self.push(Value::Int(i64::from(value)))?;
                 }
                 b'J' => {
                     let value = self.u32()? as i32;
-                    self.stack.push(Value::Int(i64::from(value)));
+                    self.push(Value::Int(i64::from(value)))?;
                 }
                 0x8a => {
                     let length = usize::from(self.byte()?);
                     let bytes = self.take(length)?;
                     if length > 8 {
-                        return Err("its data.pkl holds an integer beyond 64 bits".into());
+                        return Err(format!("its {} holds an integer beyond 64 bits", self.name));
                     }
                     // Little-endian two's complement, sign-extended from its top byte.
                     let negative = bytes.last().is_some_and(|&top| top & 0x80 != 0);
                     let mut full = [if negative { 0xff } else { 0 }; 8];
                     full[..length].copy_from_slice(bytes);
-                    self.stack.push(Value::Int(i64::from_le_bytes(full)));
+                    self.push(Value::Int(i64::from_le_bytes(full)))?;
                 }
                 b'G' => {
                     self.take(8)?;
-                    self.stack.push(Value::Float);
+                    self.push(Value::Float)?;
                 }
                 b'X' => {
                     let length = self.u32()? as usize;
                     let text = self.text(length)?;
-                    self.stack.push(Value::Str(text));
+                    self.push(Value::Str(text))?;
                 }
                 0x8c => {
                     let length = usize::from(self.byte()?);
                     let text = self.text(length)?;
-                    self.stack.push(Value::Str(text));
+                    self.push(Value::Str(text))?;
                 }
-                b'U' | b'C' => {
+                b'U' | b'T' => {
+                    // Python 2's str, in which its pickles name tensors and storages;
+                    // PyTorch decodes it as text too.
+                    let length = if opcode == b'U' {
+                        usize::from(self.byte()?)
+                    } else {
+                        self.u32()? as usize
+                    };
+                    let bytes = self.take(length)?;
+                    let value = match std::str::from_utf8(bytes) {
+                        Ok(text) => Value::Str(text.to_string()),
+                        Err(_) => Value::Bytes,
+                    };
+                    self.push(value)?;
+                }
+                b'C' => {
                     let length = usize::from(self.byte()?);
                     self.take(length)?;
-                    self.stack.push(Value::Bytes);
+                    self.push(Value::Bytes)?;
                 }
-                b'T' | b'B' => {
+                b'B' => {
                     let length = self.u32()? as usize;
                     self.take(length)?;
-                    self.stack.push(Value::Bytes);
+                    self.push(Value::Bytes)?;
                 }
-                b')' => self.stack.push(Value::Tuple(Vec::new())),
+                b')' => self.push(Value::Tuple(Items::default()))?,
                 b't' => {
-                    let items = self.pop_mark()?;
-                    self.stack.push(Value::Tuple(items));
+                    let items = Items::new(self.pop_mark()?)?;
+                    self.push_container(Value::Tuple(items))?;
                 }
                 0x85..=0x87 => {
                     let count = usize::from(opcode - 0x84);
                     if self.stack.len() < count {
-                        return Err("its data.pkl is malformed (short tuple)".into());
+                        return Err(self.malformed("short tuple"));
                     }
-                    let items = self.stack.split_off(self.stack.len() - count);
-                    self.stack.push(Value::Tuple(items));
+                    let items = Items::new(self.stack.split_off(self.stack.len() - count))?;
+                    self.push_container(Value::Tuple(items))?;
                 }
-                b']' => self.stack.push(Value::List(Vec::new())),
+                b']' => self.push(Value::List(Items::default()))?,
                 b'l' => {
-                    let items = self.pop_mark()?;
-                    self.stack.push(Value::List(items));
+                    let items = Items::new(self.pop_mark()?)?;
+                    self.push_container(Value::List(items))?;
                 }
                 b'a' => {
                     let item = self.pop()?;
+                    let name = self.name;
                     match self.top()? {
-                        Value::List(items) => items.push(item),
-                        other => return Err(format!("its data.pkl appends to {}", other.describe())),
+                        Value::List(items) => items.push(item)?,
+                        other => return Err(format!("its {name} appends to {}", other.describe())),
                     }
                 }
                 b'e' => {
                     let new_items = self.pop_mark()?;
+                    let name = self.name;
                     match self.top()? {
-                        Value::List(items) => items.extend(new_items),
-                        other => return Err(format!("its data.pkl appends to {}", other.describe())),
+                        Value::List(items) => {
+                            for item in new_items {
+                                items.push(item)?;
+                            }
+                        }
+                        other => return Err(format!("its {name} appends to {}", other.describe())),
                     }
                 }
-                b'}' => self.stack.push(Value::Dict(Vec::new())),
+                b'}' => self.push(Value::Dict(Items::default()))?,
                 b'd' => {
                     let items = self.pop_mark()?;
-                    self.stack.push(Value::Dict(pairs(items)?));
+                    if items.len() % 2 != 0 {
+                        return Err(self.malformed("odd dict items"));
+                    }
+                    let items = Items::new(items)?;
+                    self.push_container(Value::Dict(items))?;
                 }
                 b's' => {
                     let value = self.pop()?;
                     let key = self.pop()?;
-                    insert(self.top()?, vec![(key, value)])?;
+                    self.set_items(vec![key, value])?;
                 }
                 b'u' => {
-                    let items = pairs(self.pop_mark()?)?;
-                    insert(self.top()?, items)?;
+                    let items = self.pop_mark()?;
+                    if items.len() % 2 != 0 {
+                        return Err(self.malformed("odd dict items"));
+                    }
+                    self.set_items(items)?;
                 }
                 b'c' => {
                     let module = self.line()?;
                     let name = self.line()?;
-                    self.stack.push(Value::Global(module, name));
+                    self.push(Value::Global(module, name))?;
                 }
                 0x93 => {
                     let name = self.pop()?;
                     let module = self.pop()?;
                     match (module, name) {
-                        (Value::Str(module), Value::Str(name)) => self.stack.push(Value::Global(module, name)),
-                        _ => return Err("its data.pkl is malformed (global)".into()),
+                        (Value::Str(module), Value::Str(name)) => {
+                            self.push_container(Value::Global(module, name))?
+                        }
+                        _ => return Err(self.malformed("global")),
                     }
                 }
                 b'R' | 0x81 => {
                     let arguments = self.pop()?;
                     let callable = self.pop()?;
-                    let value = reduce(callable, arguments)?;
-                    self.stack.push(value);
+                    let value = self.reduce(callable, arguments)?;
+                    self.push_container(value)?;
                 }
                 b'b' => {
                     // BUILD sets attributes, such as the state dict's `_metadata` of
@@ -484,33 +852,28 @@ impl<'a> Unpickler<'a> {
                 }
                 b'Q' => {
                     let id = self.pop()?;
-                    let storage = persistent_load(id)?;
-                    self.stack.push(storage);
+                    let storage = self.persistent_load(id)?;
+                    self.push(storage)?;
                 }
                 b'q' => {
                     let index = u32::from(self.byte()?);
-                    let value = self.top()?.clone();
-                    self.memo.insert(index, value);
+                    self.memo_put(index)?;
                 }
                 b'r' => {
                     let index = self.u32()?;
-                    let value = self.top()?.clone();
-                    self.memo.insert(index, value);
+                    self.memo_put(index)?;
                 }
                 0x94 => {
                     let index = self.memo.len() as u32;
-                    let value = self.top()?.clone();
-                    self.memo.insert(index, value);
+                    self.memo_put(index)?;
                 }
                 b'h' => {
                     let index = u32::from(self.byte()?);
-                    let value = self.memo_get(index)?;
-                    self.stack.push(value);
+                    self.memo_get(index)?;
                 }
                 b'j' => {
                     let index = self.u32()?;
-                    let value = self.memo_get(index)?;
-                    self.stack.push(value);
+                    self.memo_get(index)?;
                 }
                 b'0' => {
                     self.pop()?;
@@ -520,122 +883,179 @@ impl<'a> Unpickler<'a> {
                 }
                 b'2' => {
                     let value = self.top()?.clone();
-                    self.stack.push(value);
+                    self.push(value)?;
                 }
                 other => {
                     return Err(format!(
-                        "its data.pkl uses pickle opcode 0x{other:02x}, which torch.save does not write for a state dict"
+                        "its {} uses pickle opcode 0x{other:02x}, which torch.save does not write for a state dict",
+                        self.name
                     ))
                 }
             }
         }
     }
-}
 
-fn pairs(items: Vec<Value>) -> Result<Vec<(Value, Value)>, String> {
-    if items.len() % 2 != 0 {
-        return Err("its data.pkl is malformed (odd dict items)".into());
-    }
-    let mut items = items.into_iter();
-    let mut result = Vec::new();
-    while let (Some(key), Some(value)) = (items.next(), items.next()) {
-        result.push((key, value));
-    }
-    Ok(result)
-}
-
-fn insert(target: &mut Value, items: Vec<(Value, Value)>) -> Result<(), String> {
-    match target {
-        Value::Dict(entries) => {
-            entries.extend(items);
-            Ok(())
+    /// SETITEM and SETITEMS: `items` are keys and values, alternating.
+    fn set_items(&mut self, items: Vec<Value>) -> Result<(), String> {
+        let name = self.name;
+        match self.top()? {
+            Value::Dict(entries) => {
+                for item in items {
+                    entries.push(item)?;
+                }
+                Ok(())
+            }
+            other => Err(format!("its {name} sets items on {}", other.describe())),
         }
-        other => Err(format!("its data.pkl sets items on {}", other.describe())),
     }
-}
 
-/// Calls the globals a state dict names: the dict type and PyTorch's tensor rebuilders.
-fn reduce(callable: Value, arguments: Value) -> Result<Value, String> {
-    let Value::Global(module, name) = callable else {
-        return Err(format!("its data.pkl calls {}", callable.describe()));
-    };
-    let Value::Tuple(arguments) = arguments else {
-        return Err("its data.pkl is malformed (call arguments)".into());
-    };
-    match (module.as_str(), name.as_str(), arguments.as_slice()) {
-        ("collections", "OrderedDict", []) => Ok(Value::Dict(Vec::new())),
-        ("torch._utils", "_rebuild_tensor_v2", [storage, offset, size, stride, ..]) => {
-            let Value::Storage { key, kind } = storage else {
-                return Err("a tensor in its data.pkl has no storage".into());
-            };
-            Ok(Value::Tensor(TensorLayout {
-                storage_key: key.clone(),
-                kind: *kind,
-                offset: integer(offset)?,
-                size: integers(size)?,
-                stride: integers(stride)?,
-            }))
+    /// Calls the globals a state dict names: the dict type and PyTorch's tensor
+    /// rebuilders.
+    fn reduce(&self, callable: Value, arguments: Value) -> Result<Value, String> {
+        let Value::Global(module, name) = callable else {
+            return Err(format!("its {} calls {}", self.name, callable.describe()));
+        };
+        let Value::Tuple(arguments) = arguments else {
+            return Err(self.malformed("call arguments"));
+        };
+        let mut arguments = arguments.values.into_iter();
+        match (module.as_str(), name.as_str()) {
+            ("collections", "OrderedDict") => match arguments.next() {
+                None => Ok(Value::Dict(Items::default())),
+                // Python 2 pickles an OrderedDict as a call with its [key, value] pairs.
+                Some(Value::List(pairs)) => {
+                    let mut entries = Items::default();
+                    for pair in pairs.values {
+                        match pair {
+                            Value::List(pair) | Value::Tuple(pair) if pair.values.len() == 2 => {
+                                for item in pair.values {
+                                    entries.push(item)?;
+                                }
+                            }
+                            _ => return Err(self.malformed("OrderedDict items")),
+                        }
+                    }
+                    Ok(Value::Dict(entries))
+                }
+                Some(_) => Err(self.malformed("OrderedDict items")),
+            },
+            // _rebuild_tensor (PyTorch before 0.4) takes the storage and its layout;
+            // _rebuild_tensor_v2 adds requires_grad and hooks, which do not matter here.
+            ("torch._utils", "_rebuild_tensor" | "_rebuild_tensor_v2") => {
+                let (Some(storage), Some(offset), Some(size), Some(stride)) =
+                    (arguments.next(), arguments.next(), arguments.next(), arguments.next())
+                else {
+                    return Err(self.malformed("tensor arguments"));
+                };
+                let Value::Storage(storage) = storage else {
+                    return Err(format!("a tensor in its {} has no storage", self.name));
+                };
+                Ok(Value::Tensor(Box::new(TensorLayout {
+                    storage: *storage,
+                    offset: self.integer(&offset)?,
+                    size: self.integers(&size)?,
+                    stride: self.integers(&stride)?,
+                })))
+            }
+            ("torch._utils", "_rebuild_parameter") => match arguments.next() {
+                Some(tensor @ Value::Tensor(_)) => Ok(tensor),
+                _ => Err(self.malformed("parameter arguments")),
+            },
+            _ => Err(format!(
+                "its {} calls {}, which a state dict of tensors does not need",
+                self.name,
+                shown(&format!("{module}.{name}"))
+            )),
         }
-        ("torch._utils", "_rebuild_parameter", [tensor @ Value::Tensor(_), ..]) => {
-            Ok(tensor.clone())
+    }
+
+    fn integer(&self, value: &Value) -> Result<i64, String> {
+        match value {
+            Value::Int(value) => Ok(*value),
+            other => {
+                Err(format!("its {} has {} where an integer belongs", self.name, other.describe()))
+            }
         }
-        _ => Err(format!(
-            "its data.pkl calls {module}.{name}, which a state dict of tensors does not need"
-        )),
     }
-}
 
-fn integer(value: &Value) -> Result<i64, String> {
-    match value {
-        Value::Int(value) => Ok(*value),
-        other => Err(format!("its data.pkl has {} where an integer belongs", other.describe())),
+    fn integers(&self, value: &Value) -> Result<Vec<i64>, String> {
+        match value {
+            Value::Tuple(items) => items.values.iter().map(|item| self.integer(item)).collect(),
+            other => {
+                Err(format!("its {} has {} where a shape belongs", self.name, other.describe()))
+            }
+        }
     }
-}
 
-fn integers(value: &Value) -> Result<Vec<i64>, String> {
-    match value {
-        Value::Tuple(items) => items.iter().map(integer).collect(),
-        other => Err(format!("its data.pkl has {} where a shape belongs", other.describe())),
+    /// Resolves `('storage', torch.<Type>Storage, key, location, numel)`, to which the
+    /// legacy format adds a view, `(view_key, offset, numel)` or None. The location (a
+    /// GPU, say) does not matter, as every tensor is read onto the CPU.
+    fn persistent_load(&mut self, id: Value) -> Result<Value, String> {
+        let malformed = || format!("its {} refers to a storage it does not describe", self.name);
+        let Value::Tuple(fields) = id else { return Err(malformed()) };
+        let (tag, type_name, key, elements, view) = match fields.values.as_slice() {
+            [Value::Str(tag), Value::Global(_, type_name), Value::Str(key), _, Value::Int(elements), rest @ ..] => {
+                (tag, type_name, key, *elements, rest.first())
+            }
+            _ => return Err(malformed()),
+        };
+        if tag != "storage" {
+            return Err(malformed());
+        }
+        let kind = match type_name.as_str() {
+            "FloatStorage" => Kind::Float,
+            "DoubleStorage" => Kind::Double,
+            "HalfStorage" => Kind::Half,
+            "BFloat16Storage" => Kind::BFloat16,
+            "LongStorage" => Kind::Int64,
+            "IntStorage" => Kind::Int,
+            "ShortStorage" => Kind::Int16,
+            "CharStorage" => Kind::Int8,
+            "ByteStorage" => Kind::Uint8,
+            "BoolStorage" => Kind::Bool,
+            other => {
+                return Err(format!(
+                    "it stores tensors as {}, which is not supported",
+                    shown(other)
+                ))
+            }
+        };
+        let count = |value: &Value| match value {
+            Value::Int(count) => usize::try_from(*count).ok(),
+            _ => None,
+        };
+        let view = match view {
+            None | Some(Value::None) => None,
+            Some(Value::Tuple(view)) => match view.values.as_slice() {
+                [_, offset, elements] => Some((
+                    count(offset).ok_or_else(malformed)?,
+                    count(elements).ok_or_else(malformed)?,
+                )),
+                _ => return Err(malformed()),
+            },
+            Some(_) => return Err(malformed()),
+        };
+        let elements = u64::try_from(elements).map_err(|_| malformed())?;
+        let storage = StorageRef { key: key.clone(), kind, view };
+        if !self.storages.contains_key(key) {
+            self.charge(key.len() + 32)?;
+            self.storages.insert(key.clone(), (kind, elements));
+        }
+        Ok(Value::Storage(Box::new(storage)))
     }
-}
-
-/// Resolves `('storage', torch.<Type>Storage, key, location, numel)`; the location (a
-/// GPU, say) does not matter, as every tensor is read onto the CPU.
-fn persistent_load(id: Value) -> Result<Value, String> {
-    let malformed = || "its data.pkl refers to a storage it does not describe".to_string();
-    let Value::Tuple(fields) = id else { return Err(malformed()) };
-    let [Value::Str(tag), Value::Global(_, type_name), Value::Str(key), ..] = fields.as_slice()
-    else {
-        return Err(malformed());
-    };
-    if tag != "storage" {
-        return Err(malformed());
-    }
-    let kind = match type_name.as_str() {
-        "FloatStorage" => Kind::Float,
-        "DoubleStorage" => Kind::Double,
-        "HalfStorage" => Kind::Half,
-        "BFloat16Storage" => Kind::BFloat16,
-        "LongStorage" => Kind::Int64,
-        "IntStorage" => Kind::Int,
-        "ShortStorage" => Kind::Int16,
-        "CharStorage" => Kind::Int8,
-        "ByteStorage" => Kind::Uint8,
-        "BoolStorage" => Kind::Bool,
-        other => return Err(format!("it stores tensors as {other}, which is not supported")),
-    };
-    Ok(Value::Storage { key: key.clone(), kind })
 }
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use std::ops::Range;
 
-    /// The standard check value of CRC-32.
-    #[test]
-    fn crc32_matches_the_standard() {
-        assert_eq!(crc32(b"123456789"), 0xCBF4_3926);
-        assert_eq!(crc32(b""), 0);
+    use super::*;
+    use crate::env::rng::Rng;
+    use crate::model::{ActorCritic, Body, Head, ModelSpec};
+
+    /// Runs a pickle to its STOP.
+    fn unpickle(bytes: &[u8]) -> Result<Value, String> {
+        Unpickler::new(bytes, "data.pkl").run().map(|pickled| pickled.value)
     }
 
     /// LONG1 integers are little-endian two's complement of any width up to eight.
@@ -647,10 +1067,19 @@ mod tests {
             (&b"\x8a\x00."[..], 0),
             (&b"\x8a\x08\x00\x00\x00\x00\x00\x00\x00\x80."[..], i64::MIN),
         ] {
-            match Unpickler::new(bytes).run() {
+            match unpickle(bytes) {
                 Ok(Value::Int(value)) => assert_eq!(value, expected, "{bytes:?}"),
                 other => panic!("{bytes:?} gave {other:?}"),
             }
+        }
+    }
+
+    fn float_layout(size: Vec<i64>, stride: Vec<i64>) -> TensorLayout {
+        TensorLayout {
+            storage: StorageRef { key: "0".into(), kind: Kind::Float, view: None },
+            offset: 0,
+            size,
+            stride,
         }
     }
 
@@ -659,32 +1088,389 @@ mod tests {
     #[test]
     fn layouts_select_from_storage() {
         let storage: Vec<u8> = (0..6).flat_map(|value| (value as f32).to_le_bytes()).collect();
-        let transposed = TensorLayout {
-            storage_key: "0".into(),
-            kind: Kind::Float,
-            offset: 0,
-            size: vec![3, 2],
-            stride: vec![1, 3],
-        };
+        let transposed = float_layout(vec![3, 2], vec![1, 3]);
         let tensor = transposed.materialize(&storage).unwrap();
         assert_eq!(
             Vec::<f32>::try_from(tensor.view([-1])).unwrap(),
             [0.0, 3.0, 1.0, 4.0, 2.0, 5.0]
         );
         let past_end = TensorLayout { offset: 1, ..transposed.clone() };
-        assert!(past_end.materialize(&storage).is_err());
+        assert!(past_end.materialize(&storage).unwrap_err().contains("past the end"));
         let empty = TensorLayout { size: vec![0, 2], ..transposed };
         assert_eq!(empty.materialize(&storage).unwrap().size(), [0, 2]);
+        // Contiguous, with an offset and a dimension of size 1 of any stride.
+        let row = TensorLayout { offset: 3, ..float_layout(vec![1, 3], vec![7, 1]) };
+        let tensor = row.materialize(&storage).unwrap();
+        assert_eq!(tensor.size(), [1, 3]);
+        assert_eq!(Vec::<f32>::try_from(tensor.view([-1])).unwrap(), [3.0, 4.0, 5.0]);
+    }
+
+    /// Layouts whose sizes would need more memory than the file holds, or whose
+    /// arithmetic overflows 64 bits, are refused. Before, a stride of 0 with a size of
+    /// 2^40 panicked in libtorch (asking for 4 TiB), and overflowing products wrapped.
+    #[test]
+    fn oversized_layouts_are_refused() {
+        let storage = [0u8; 16];
+        for (size, stride, reason) in [
+            (vec![1 << 40], vec![0], "its storage only 4"),
+            (vec![1 << 32, 1 << 32], vec![0, 0], "overflows"),
+            (vec![i64::MAX, i64::MAX], vec![1, 1], "overflows"),
+            (vec![i64::MAX, 2], vec![0, 0], "its storage only 4"),
+            (vec![2, 2], vec![1 << 62, 1 << 62], "past the end"),
+            (vec![2, 2], vec![i64::MAX, 1], "past the end"),
+            (vec![2], vec![-1], "negative"),
+            (vec![-2, -2], vec![1, 1], "negative"),
+            (vec![2, 2], vec![1], "differ in length"),
+        ] {
+            let layout = float_layout(size, stride);
+            let message = layout.materialize(&storage).unwrap_err();
+            assert!(message.contains(reason), "{layout:?}: {message}");
+        }
+        let past_end = TensorLayout { offset: i64::MAX, ..float_layout(vec![2], vec![1]) };
+        assert!(past_end.materialize(&storage).unwrap_err().contains("past the end"));
+    }
+
+    /// Pickles nesting containers 100 000 deep are refused. Before, dropping the value
+    /// overflowed the stack and aborted the process.
+    #[test]
+    fn deep_nesting_is_refused() {
+        let count = 100_000;
+        let lists = [vec![b']'; count], vec![b'a'; count - 1], vec![b'.']].concat();
+        let marks = [vec![b'('; count], vec![b'l'; count], vec![b'.']].concat();
+        let tuples = [vec![b'N'], vec![0x85; count], vec![b'.']].concat();
+        for bytes in [lists, marks, tuples] {
+            let message = unpickle(&bytes).unwrap_err();
+            assert!(message.contains("more than 1000 deep"), "{message}");
+        }
+        let shallow = [vec![b'N'], vec![0x85; 999], vec![b'.']].concat();
+        assert_eq!(unpickle(&shallow).unwrap().depth(), 999);
+    }
+
+    /// Pickles that double a value with every few opcodes (DUP, or a memo copy) are
+    /// refused long before memory runs out. Before, 40 doublings exhausted it.
+    #[test]
+    fn memo_doubling_is_refused() {
+        let dup = [b"]".to_vec(), b"2\x86".repeat(60), b".".to_vec()].concat();
+        let memo =
+            [b"]q\x00".to_vec(), b"h\x00h\x00\x86q\x000".repeat(60), b"h\x00.".to_vec()].concat();
+        for bytes in [dup, memo] {
+            let started = std::time::Instant::now();
+            let message = unpickle(&bytes).unwrap_err();
+            assert!(message.contains("copies values far beyond"), "{message}");
+            assert!(started.elapsed().as_secs_f64() < 1.0);
+        }
+    }
+
+    /// A storage named by a million tensors is refused once the tensors would take
+    /// more than a few times the file's size.
+    #[test]
+    fn storages_shared_too_often_are_refused() {
+        let storage: Vec<u8> = vec![0; 4096];
+        let storages = HashMap::from([("0".to_string(), storage)]);
+        let entries: Vec<_> = (0..1_000_000)
+            .map(|index| (format!("t{index}"), float_layout(vec![1024], vec![1])))
+            .collect();
+        let message = materialize_all(entries, &storages, 4096).unwrap_err();
+        assert!(message.contains("times the file's size"), "{message}");
+    }
+
+    fn fixture(name: &str) -> Vec<u8> {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(name);
+        fs::read(&path).unwrap_or_else(|err| panic!("{}: {err}", path.display()))
+    }
+
+    /// A zip-format file that is cut short, has a damaged byte, or has a compressed
+    /// entry is refused with a reason naming that.
+    #[test]
+    fn zip_damage_is_named() {
+        let dat = fixture("reference_hidden16.dat");
+        assert_eq!(parse_state_dict(&dat).unwrap().len(), 16);
+        for length in [10, 100, dat.len() / 2, dat.len() - 10] {
+            let message = parse_state_dict(&dat[..length]).unwrap_err();
+            assert!(message.contains("cut short"), "{length} bytes: {message}");
+        }
+        let mut damaged = dat.clone();
+        damaged[dat.len() / 2] ^= 0x40;
+        let message = parse_state_dict(&damaged).unwrap_err();
+        assert!(message.contains("data/") && message.contains("checksum"), "{message}");
+        // The central directory's first entry (data.pkl) marked deflated (method 8).
+        let mut deflated = dat.clone();
+        let directory = dat.windows(4).position(|window| window == b"PK\x01\x02").unwrap();
+        deflated[directory + 10] = 8;
+        let message = parse_state_dict(&deflated).unwrap_err();
+        assert!(message.contains("data.pkl is compressed"), "{message}");
     }
 
     /// What is not a zip-format torch.save file gets a reason, not a panic.
     #[test]
     fn foreign_bytes_are_refused() {
         let legacy = [LEGACY_MAGIC, b"rest"].concat();
-        assert!(parse_state_dict(&legacy).unwrap_err().contains("legacy format"));
+        assert!(parse_state_dict(&legacy).unwrap_err().contains("format version"));
+        assert!(parse_state_dict(b"\x80\x02N.").unwrap_err().contains("magic number"));
         assert!(parse_state_dict(b"{\"json\": 1}").unwrap_err().contains("neither"));
+        assert!(parse_state_dict(b"").unwrap_err().contains("neither"));
         assert!(parse_state_dict(b"PK\x03\x04 and then nothing")
             .unwrap_err()
             .contains("cut short"));
+    }
+
+    /// Names and keys from the file reach messages escaped and cut, so that a crafted
+    /// one cannot break the error's single line or flood the terminal.
+    #[test]
+    fn file_text_in_reasons_is_escaped_and_cut() {
+        assert_eq!(shown("conv1.weight"), "conv1.weight");
+        assert_eq!(shown("a\nb\u{1b}[2J"), "a\\nb\\u{1b}[2J");
+        assert_eq!(shown(&"x".repeat(1000)), format!("{}...", "x".repeat(60)));
+        let global =
+            b"\x80\x02cmodule\nname\rwith a very long name that goes on and on and on\n)R.";
+        let message = unpickle(global).unwrap_err();
+        assert!(message.contains("name\\rwith") && message.len() < 160, "{message}");
+    }
+
+    /// The legacy-format fixture holds exactly the zip-format fixture's tensors, in
+    /// the same order (tests/fixtures/make_legacy_fixture.py).
+    #[test]
+    fn legacy_fixture_matches_the_zip_fixture() {
+        let legacy = parse_state_dict(&fixture("reference_hidden16_legacy.dat")).unwrap();
+        let zipped = parse_state_dict(&fixture("reference_hidden16.dat")).unwrap();
+        assert_eq!(legacy.len(), 16);
+        for ((legacy_name, legacy), (zipped_name, zipped)) in legacy.iter().zip(&zipped) {
+            assert_eq!(legacy_name, zipped_name);
+            assert!(legacy.equal(zipped), "{legacy_name}");
+        }
+    }
+
+    /// A legacy file as Python 2 and PyTorch 0.3 wrote one, by hand: names as Python 2
+    /// str (SHORT_BINSTRING), the OrderedDict pickled as a call on its [key, value]
+    /// pairs, `_rebuild_tensor`, storages on a GPU, one of them a view.
+    fn python2_legacy_file(count: u64, version: &[u8], little_endian: u8) -> Vec<u8> {
+        let storage = |view: &[u8]| {
+            [&b"(U\x07storagectorch.cuda\nFloatStorage\nU\x011U\x06cuda:0K\x06"[..], view, b"tQ"]
+                .concat()
+        };
+        let tensor = |storage: Vec<u8>, size_and_stride: &[u8]| {
+            [&b"ctorch._utils\n_rebuild_tensor\n("[..], &storage, b"K\x00", size_and_stride, b"tR"]
+                .concat()
+        };
+        let weight = tensor(storage(b"N"), b"(K\x02K\x03t(K\x03K\x01t");
+        let view = tensor(storage(b"(U\x012K\x02K\x04t"), b"(K\x04t(K\x01t");
+        let state = [
+            &b"\x80\x02ccollections\nOrderedDict\nq\x00](]q\x01(U\x06weight"[..],
+            &weight,
+            b"e](U\x04view",
+            &view,
+            b"ee\x85R}U\x09_metadata}sb.",
+        ]
+        .concat();
+        let system = [&b"\x80\x02}(U\x0dlittle_endian"[..], &[little_endian], b"u."].concat();
+        let data: Vec<u8> = (0..6).flat_map(|value| (value as f32).to_le_bytes()).collect();
+        [
+            LEGACY_MAGIC,
+            &[b"\x80\x02M", version, b"."].concat(),
+            &system,
+            &state,
+            b"\x80\x02]q\x00U\x011a.",
+            &count.to_le_bytes(),
+            &data,
+        ]
+        .concat()
+    }
+
+    /// Python 2's legacy files read: the tensor, and the view of its storage.
+    #[test]
+    fn legacy_python2_file_reads() {
+        let tensors = parse_state_dict(&python2_legacy_file(6, b"\xe9\x03", 0x88)).unwrap();
+        let names: Vec<&str> = tensors.iter().map(|(name, _)| name.as_str()).collect();
+        assert_eq!(names, ["weight", "view"]);
+        assert_eq!(tensors[0].1.size(), [2, 3]);
+        let values = |tensor: &Tensor| Vec::<f32>::try_from(tensor.view([-1])).unwrap();
+        assert_eq!(values(&tensors[0].1), [0.0, 1.0, 2.0, 3.0, 4.0, 5.0]);
+        assert_eq!(values(&tensors[1].1), [2.0, 3.0, 4.0, 5.0]);
+    }
+
+    /// A legacy file that is cut anywhere, big-endian, of another format version, or
+    /// whose storage disagrees with its pickle gets a reason.
+    #[test]
+    fn legacy_damage_is_named() {
+        let file = python2_legacy_file(6, b"\xe9\x03", 0x88);
+        for length in 1..file.len() {
+            assert!(parse_state_dict(&file[..length]).is_err(), "cut at {length}");
+        }
+        let message = parse_state_dict(&file[..file.len() - 1]).unwrap_err();
+        assert!(message.contains("cut short"), "{message}");
+        let message = parse_state_dict(&python2_legacy_file(6, b"\xe9\x03", 0x89)).unwrap_err();
+        assert!(message.contains("big-endian"), "{message}");
+        let message = parse_state_dict(&python2_legacy_file(6, b"\xe8\x03", 0x88)).unwrap_err();
+        assert!(message.contains("version is 1000"), "{message}");
+        let message = parse_state_dict(&python2_legacy_file(7, b"\xe9\x03", 0x88)).unwrap_err();
+        assert!(message.contains("holds 7 elements where its pickle says 6"), "{message}");
+        let message =
+            parse_state_dict(&python2_legacy_file(u64::MAX, b"\xe9\x03", 0x88)).unwrap_err();
+        assert!(message.contains("holds 18446744073709551615 elements"), "{message}");
+    }
+
+    /// Seeded random damage to `file`: 1 to 4 of bit flips, byte and integer
+    /// overwrites, truncations, insertions, deletions and repeated chunks (a run of
+    /// opcodes, say), half of them in the `hot` ranges where the file's structure is.
+    /// Returns the damaged bytes and what was done, for a failure message.
+    fn mutate(rng: &mut Rng, file: &[u8], hot: &[Range<usize>]) -> (Vec<u8>, String) {
+        let mut bytes = file.to_vec();
+        let mut done = Vec::new();
+        let below = |rng: &mut Rng, bound: usize| (rng.next_u64() % bound.max(1) as u64) as usize;
+        for _ in 0..rng.integer(1, 4) {
+            let length = bytes.len();
+            let range = match hot.get(below(rng, 2 * hot.len())) {
+                Some(range) if range.start < length => range.start..range.end.min(length),
+                _ => 0..length,
+            };
+            let at = range.start + below(rng, range.len());
+            match rng.integer(0, 6) {
+                0 if at < length => {
+                    let bit = rng.integer(0, 7);
+                    bytes[at] ^= 1 << bit;
+                    done.push(format!("flip bit {bit} at {at}"));
+                }
+                1 if at < length => {
+                    let value = rng.integer(0, 255) as u8;
+                    bytes[at] = value;
+                    done.push(format!("write {value:#04x} at {at}"));
+                }
+                2 => {
+                    // Integers that overflow, or size things past the file.
+                    let value = [
+                        0,
+                        1,
+                        0x7f,
+                        0xff,
+                        0x7fff_ffff,
+                        0xffff_ffff,
+                        1 << 40,
+                        i64::MAX as u64,
+                        u64::MAX,
+                        rng.next_u64(),
+                    ][below(rng, 10)];
+                    let width = [1, 2, 4, 8][below(rng, 4)];
+                    let end = (at + width).min(length);
+                    bytes[at..end].copy_from_slice(&value.to_le_bytes()[..end - at]);
+                    done.push(format!("write {value:#x} as {width} bytes at {at}"));
+                }
+                3 => {
+                    bytes.truncate(at);
+                    done.push(format!("truncate at {at}"));
+                }
+                4 => {
+                    let inserted: Vec<u8> =
+                        (0..rng.integer(1, 16)).map(|_| rng.integer(0, 255) as u8).collect();
+                    done.push(format!("insert {inserted:?} at {at}"));
+                    bytes.splice(at..at, inserted);
+                }
+                5 => {
+                    let end = (at + rng.integer(1, 64) as usize).min(length);
+                    bytes.drain(at..end);
+                    done.push(format!("delete {at}..{end}"));
+                }
+                _ => {
+                    let from = below(rng, length);
+                    let end = (from + rng.integer(1, 32) as usize).min(length);
+                    let times = rng.integer(1, 300) as usize;
+                    bytes.splice(at..at, bytes[from..end].repeat(times));
+                    done.push(format!("insert {from}..{end} {times} times at {at}"));
+                }
+            }
+        }
+        (bytes, done.join(", "))
+    }
+
+    /// Reads `count` seeded mutations of `file` with `read`, which must return (Ok or
+    /// Err with a one-line reason) without panicking, each within two seconds; returns
+    /// how many read.
+    fn fuzz<T>(
+        name: &str,
+        seed: u64,
+        count: usize,
+        file: &[u8],
+        hot: &[Range<usize>],
+        mut read: impl FnMut(&[u8]) -> Result<T, String>,
+    ) -> usize {
+        let mut rng = Rng::new(seed);
+        let mut read_well = 0;
+        let started = std::time::Instant::now();
+        let mut slowest = std::time::Duration::ZERO;
+        for case in 0..count {
+            let (bytes, damage) = mutate(&mut rng, file, hot);
+            let case_started = std::time::Instant::now();
+            let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| read(&bytes)));
+            let elapsed = case_started.elapsed();
+            let Ok(result) = result else { panic!("{name} case {case} panicked: {damage}") };
+            assert!(elapsed.as_secs_f64() < 2.0, "{name} case {case} took {elapsed:?}: {damage}");
+            if let Err(reason) = &result {
+                assert!(
+                    !reason.contains('\n') && reason.len() < 500,
+                    "{name} case {case} gave a long reason: {reason}"
+                );
+            }
+            slowest = slowest.max(elapsed);
+            read_well += usize::from(result.is_ok());
+        }
+        eprintln!(
+            "{name}: {count} mutations in {:.2} s (slowest {:.1} ms), {read_well} read",
+            started.elapsed().as_secs_f64(),
+            slowest.as_secs_f64() * 1e3,
+        );
+        read_well
+    }
+
+    /// Thousands of seeded random mutations of valid checkpoints (the zip-format and
+    /// legacy fixtures, the zip fixture's data.pkl alone, and a small a3g safetensors
+    /// file) each read to Ok or Err, without a panic, abort or stack overflow, within
+    /// two seconds; about 5 s in all on two busy cores (`--nocapture` prints the times).
+    #[test]
+    fn mutated_checkpoints_read_or_fail_cleanly() {
+        let zipped = fixture("reference_hidden16.dat");
+        let directory = zipped.windows(4).position(|window| window == b"PK\x01\x02").unwrap();
+        let read_well =
+            fuzz("zip", 1, 1000, &zipped, &[0..256, directory..zipped.len()], |bytes| {
+                parse_state_dict(bytes)
+            });
+        assert!(read_well > 0, "some damage (to tensor bytes' checksums) only changes values");
+
+        // Within the archive, data.pkl's checksum would refuse nearly every change to
+        // it, so the pickle is damaged after the archive is checked.
+        let mut archive = Archive::open(&zipped).unwrap();
+        let pickle = archive.entry("reference_hidden16/data.pkl").unwrap().unwrap();
+        fuzz("data.pkl", 2, 1500, &pickle, &[], |pickle| {
+            zip_state_dict(&mut archive, "reference_hidden16/", pickle)
+        });
+
+        let legacy = fixture("reference_hidden16_legacy.dat");
+        // The pickles take the first 2219 bytes; each storage's count precedes it.
+        let pickles = 0..2219;
+        fuzz("legacy", 3, 1500, &legacy, &[pickles], parse_state_dict);
+
+        let vs = tch::nn::VarStore::new(tch::Device::Cpu);
+        let spec = ModelSpec {
+            body: Body::Mlp { inputs: 4, lstm: true },
+            hidden_size: 8,
+            head: Head::Discrete { actions: 2 },
+        };
+        let model = ActorCritic::new(&vs, &spec);
+        let dir = std::env::temp_dir().join(format!("a3g-unit-fuzz-{}", std::process::id()));
+        fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("CartPole-v1.safetensors");
+        Tensor::write_safetensors(model.parameters(), &path).unwrap();
+        let safetensors = fs::read(&path).unwrap();
+        let header = 0..8 + u64::from_le_bytes(safetensors[..8].try_into().unwrap()) as usize;
+        fuzz("safetensors", 4, 1000, &safetensors, &[header], |bytes| {
+            fs::write(&path, bytes).unwrap();
+            match crate::checkpoint::read_model(&path) {
+                // That reason means tch panicked, and the panic was printed.
+                Err(err) => {
+                    assert!(!err.to_string().contains("unreadable safetensors data"), "{err}");
+                    Err(err.to_string())
+                }
+                Ok(tensors) => Ok(tensors),
+            }
+        });
+        fs::remove_dir_all(&dir).unwrap();
     }
 }

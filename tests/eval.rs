@@ -1,6 +1,7 @@
 //! `a3g eval` and checkpoints exchanged with PyTorch: the reference's network
-//! computes the same thing from a PyTorch-made fixture in both file formats, saved
-//! models play, games are recorded, and each bad input is one line.
+//! computes the same thing from a PyTorch-made fixture in all three file formats
+//! (torch.save's zip and legacy formats, safetensors), saved models play, games are
+//! recorded, and each bad input is one line.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -79,19 +80,26 @@ fn assert_recording_shows(recording: &Recording, length: u64, step_seconds: f64)
 /// The reference's Atari network, loaded from PyTorch's own files (torch.save's
 /// pickle and safetensors), gives PyTorch's value, logits and LSTM state for the
 /// fixture's screen within 1e-5 (tests/fixtures/make_reference_fixture.py).
+/// The reference's Atari network, loaded from PyTorch's own files (torch.save's zip
+/// and legacy formats, and safetensors), holds exactly the same tensors from each and
+/// gives PyTorch's value, logits and LSTM state for the fixture's screen within 1e-5
+/// (tests/fixtures/make_reference_fixture.py, make_legacy_fixture.py).
 #[test]
 fn reference_fixture_forward_matches_pytorch() {
     let io = Tensor::read_safetensors(fixture("reference_hidden16_io.safetensors")).unwrap();
     let spec =
         ModelSpec { body: Body::AtariLstm, hidden_size: 16, head: Head::Discrete { actions: 6 } };
     let from_pickle = checkpoint::read_model(&fixture("reference_hidden16.dat")).unwrap();
+    let from_legacy = checkpoint::read_model(&fixture("reference_hidden16_legacy.dat")).unwrap();
     let from_safetensors =
         checkpoint::read_model(&fixture("reference_hidden16.safetensors")).unwrap();
     assert_eq!(from_pickle.len(), 16);
+    assert_eq!(from_legacy.len(), 16);
     for (name, value) in &from_pickle {
         assert_eq!(max_difference(value, tensor(&from_safetensors, name)), 0.0, "{name}");
+        assert_eq!(max_difference(value, tensor(&from_legacy, name)), 0.0, "{name}");
     }
-    for tensors in [from_pickle, from_safetensors] {
+    for tensors in [from_pickle, from_legacy, from_safetensors] {
         let path = Path::new("fixture");
         assert_eq!(checkpoint::implied_architecture(path, &tensors).unwrap(), (16, true));
         let vs = nn::VarStore::new(Device::Cpu);
@@ -159,6 +167,26 @@ fn eval_plays_a_pytorch_checkpoint_and_records_it() {
     let log = fs::read_to_string(scratch.path("logs/PongNoFrameskip-v4_mon_log")).unwrap();
     assert_eq!(log.matches("episode reward").count(), 2, "{log}");
     assert!(log.contains("2 episodes: reward mean"), "{log}");
+}
+
+/// A checkpoint in torch.save's legacy format, as rl_a3c_pytorch wrote before PyTorch
+/// 1.6, evaluates from the command line like a zip-format one.
+#[test]
+fn eval_plays_a_legacy_pytorch_checkpoint() {
+    let scratch = Scratch::new("eval-legacy");
+    fs::create_dir_all(scratch.path("trained_models")).unwrap();
+    fs::copy(
+        fixture("reference_hidden16_legacy.dat"),
+        scratch.path("trained_models/PongNoFrameskip-v4.dat"),
+    )
+    .unwrap();
+    let run = scratch.a3g(&["eval", "--num-episodes", "1", "--max-episode-length", "20", "--json"]);
+    assert!(run.status.success(), "{}", run.stderr);
+    let summary: serde_json::Value =
+        serde_json::from_str(run.stdout.trim()).expect("one JSON object");
+    assert_eq!(summary["env"], "PongNoFrameskip-v4");
+    assert_eq!(summary["episodes"], 1);
+    assert!(summary["checkpoint"].as_str().unwrap().ends_with("PongNoFrameskip-v4.dat"));
 }
 
 /// A model trained by a3g evaluates with its dimensions taken from the checkpoint,
@@ -287,10 +315,10 @@ fn bad_eval_input_is_one_line() {
     let line = assert_one_line_error(&eval("PongNoFrameskip-v4", &[]));
     assert!(line.contains("checksum"), "{line}");
 
-    let legacy = b"\x80\x02\x8a\x0a\x6c\xfc\x9c\x46\xf9\x20\x6a\xa8\x50\x19.rest";
-    fs::write(models.join("PongNoFrameskip-v4.dat"), legacy).unwrap();
+    let legacy = fs::read(fixture("reference_hidden16_legacy.dat")).unwrap();
+    fs::write(models.join("PongNoFrameskip-v4.dat"), &legacy[..legacy.len() / 2]).unwrap();
     let line = assert_one_line_error(&eval("PongNoFrameskip-v4", &[]));
-    assert!(line.contains("legacy format") && line.contains("torch.save"), "{line}");
+    assert!(line.contains("PongNoFrameskip-v4.dat") && line.contains("cut short"), "{line}");
 
     fs::write(
         models.join("PongNoFrameskip-v4.safetensors"),
