@@ -668,6 +668,17 @@ pub fn implied_architecture(path: &Path, tensors: &[(String, Tensor)]) -> Result
     Ok((size[1], lstm))
 }
 
+/// How the Atari screens a checkpoint's network was trained on were prepared, by the
+/// shape of its first convolution: the universe network's is 3x3, the reference's
+/// 5x5. Any other network (classic control has none) gets the default.
+pub fn implied_screen(tensors: &[(String, Tensor)]) -> crate::env::Screen {
+    let conv1 = tensors.iter().find(|(name, _)| name == "conv1.weight");
+    match conv1.map(|(_, tensor)| tensor.size()) {
+        Some(size) if size.len() == 4 && size[2..] == [3, 3] => crate::env::Screen::Mean42,
+        _ => crate::env::Screen::Gray80,
+    }
+}
+
 /// Checkpoint files (by name) in `dir`, for the message when the wanted one is absent.
 pub fn checkpoints_in(dir: &Path) -> Vec<String> {
     let mut names: Vec<String> = fs::read_dir(dir)

@@ -13,7 +13,7 @@ use crate::checkpoint;
 use crate::cli::EvalArgs;
 use crate::console;
 use crate::device;
-use crate::env::{self, CropTable, Env};
+use crate::env::{self, CropTable, Env, Screen};
 use crate::error::{Error, Result};
 use crate::game_log::{self, GameLog};
 use crate::gif::GifWriter;
@@ -45,9 +45,15 @@ pub fn run(args: &EvalArgs) -> Result<()> {
     let device = device::select(args.gpu_id)?;
     let env_id = &args.environment.env;
     let crops = CropTable::from_flag(args.environment.env_config.as_deref())?;
-    let mut env = env::make(env_id, &args.environment.options(&crops, args.seed))?;
+    // Made once with the default screen so that an unknown id is reported as such
+    // rather than as a missing checkpoint; remade below if the model wants another.
+    let mut env = env::make(env_id, &args.environment.options(&crops, args.seed, Screen::Gray80))?;
     // A model without a sidecar (PyTorch's) is checked by its shapes alone.
     let (path, tensors) = checkpoint::load_model(&args.load_model_dir, env_id)?;
+    let screen = checkpoint::implied_screen(&tensors);
+    if screen != Screen::Gray80 {
+        env = env::make(env_id, &args.environment.options(&crops, args.seed, screen))?;
+    }
     let (hidden_size, lstm) = checkpoint::implied_architecture(&path, &tensors)?;
     let spec = ModelSpec::for_env(env.observation_shape(), env.action_space(), hidden_size, lstm);
     tch::set_num_threads(1);

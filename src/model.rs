@@ -28,6 +28,10 @@ pub enum Body {
     /// The reference's A3Clstm: four conv + max-pool layers over a 1x80x80 screen
     /// (1024 features), then an LSTM cell.
     AtariLstm,
+    /// ikostrikov/pytorch-a3c's network (from openai/universe-starter-agent): four
+    /// 3x3 stride-2 convolutions of 32 filters with ELU over a 1x42x42 screen (288
+    /// features), then an LSTM cell; about a tenth of AtariLstm's cost per step.
+    Universe,
     /// Two fully connected ReLU layers over a flat observation, optionally followed by
     /// an LSTM cell.
     Mlp {
@@ -55,7 +59,9 @@ impl ModelSpec {
         hidden_size: i64,
         lstm: bool,
     ) -> Self {
-        let body = if observation_shape.len() == 3 {
+        let body = if observation_shape == [1, UNIVERSE_SIDE, UNIVERSE_SIDE] {
+            Body::Universe
+        } else if observation_shape.len() == 3 {
             Body::AtariLstm
         } else {
             Body::Mlp { inputs: observation_shape.iter().product(), lstm }
@@ -82,6 +88,7 @@ impl ModelSpec {
                     + (64.0 * 64.0 * 9.0 + 64.0),
                 1024.0,
             ),
+            Body::Universe => ((32.0 * 9.0 + 32.0) + 3.0 * (32.0 * 32.0 * 9.0 + 32.0), 288.0),
             Body::Mlp { inputs, .. } => {
                 ((inputs as f64 + 1.0) * hidden + (hidden + 1.0) * hidden, hidden)
             }
@@ -98,7 +105,7 @@ impl ModelSpec {
     /// Whether the network carries an LSTM state between steps.
     pub fn has_lstm(&self) -> bool {
         match self.body {
-            Body::AtariLstm => true,
+            Body::AtariLstm | Body::Universe => true,
             Body::Mlp { lstm, .. } => lstm,
         }
     }
@@ -106,6 +113,11 @@ impl ModelSpec {
 
 /// Features the Atari conv stack gives an LSTM: 64 channels of 4x4.
 const ATARI_FEATURES: i64 = 1024;
+
+/// Side of the universe network's square screen, and the features its conv stack
+/// gives an LSTM: 32 channels of 3x3.
+pub const UNIVERSE_SIDE: i64 = 42;
+const UNIVERSE_FEATURES: i64 = 288;
 
 /// The LSTM's hidden and cell state, each `[batch, hidden_size]`; empty tensors for a
 /// network without an LSTM.
@@ -183,9 +195,13 @@ impl ActorCritic {
         let hidden = spec.hidden_size;
         let (body, features) = match spec.body {
             Body::AtariLstm => (atari_convs(&root), ATARI_FEATURES),
+            Body::Universe => (universe_convs(&root), UNIVERSE_FEATURES),
             Body::Mlp { inputs, .. } => (mlp(&root, inputs, hidden), hidden),
         };
-        let lstm = spec.has_lstm().then(|| lstm_cell(&(&root / "lstm"), features, hidden));
+        let lstm = spec.has_lstm().then(|| match spec.body {
+            Body::Universe => universe_lstm_cell(&(&root / "lstm"), features, hidden),
+            _ => lstm_cell(&(&root / "lstm"), features, hidden),
+        });
         let head_inputs = if lstm.is_some() { hidden } else { features };
         let critic = normalized_linear(&(&root / "critic_linear"), head_inputs, 1, 1.0);
         let (actor, gaussian) = match &spec.head {
@@ -271,7 +287,7 @@ const MIN_STD: f64 = 1e-3;
 pub fn parameter_names(spec: &ModelSpec) -> Vec<String> {
     let mut names = Vec::new();
     let layers: &[&str] = match spec.body {
-        Body::AtariLstm => &["conv1", "conv2", "conv3", "conv4"],
+        Body::AtariLstm | Body::Universe => &["conv1", "conv2", "conv3", "conv4"],
         Body::Mlp { .. } => &["fc1", "fc2"],
     };
     for layer in layers {
@@ -318,6 +334,39 @@ fn atari_convs(root: &nn::Path) -> nn::Sequential {
             body.add(conv).add_fn(|x| x.max_pool2d([2, 2], [2, 2], [0, 0], [1, 1], false).relu());
     }
     body
+}
+
+/// The universe network's conv stack: each conv (3x3, stride 2, padding 1, 32
+/// filters) is followed by ELU, taking 42x42 down to 3x3. Weights start uniform within
+/// sqrt(6 / (fan_in + fan_out)) as in ikostrikov's `weights_init`, biases at zero.
+fn universe_convs(root: &nn::Path) -> nn::Sequential {
+    let mut body = nn::seq();
+    for (name, inputs) in [("conv1", 1), ("conv2", 32), ("conv3", 32), ("conv4", 32)] {
+        let (fan_in, fan_out) = ((inputs * 9) as f64, (32 * 9) as f64);
+        let bound = (6.0 / (fan_in + fan_out)).sqrt();
+        let config = nn::ConvConfig {
+            stride: 2,
+            padding: 1,
+            ws_init: Init::Uniform { lo: -bound, up: bound },
+            bs_init: Init::Const(0.0),
+            ..Default::default()
+        };
+        body = body.add(nn::conv2d(root / name, inputs, 32, 3, config)).add_fn(|x| x.elu());
+    }
+    body
+}
+
+/// The universe network's LSTM cell as ikostrikov leaves it: PyTorch's default
+/// LSTMCell initialisation (uniform within 1/sqrt(hidden)), biases then zeroed.
+fn universe_lstm_cell(path: &nn::Path, inputs: i64, hidden: i64) -> LstmCell {
+    let bound = 1.0 / (hidden as f64).sqrt();
+    let uniform = Init::Uniform { lo: -bound, up: bound };
+    LstmCell {
+        weight_ih: path.var("weight_ih", &[4 * hidden, inputs], uniform),
+        weight_hh: path.var("weight_hh", &[4 * hidden, hidden], uniform),
+        bias_ih: path.var("bias_ih", &[4 * hidden], Init::Const(0.0)),
+        bias_hh: path.var("bias_hh", &[4 * hidden], Init::Const(0.0)),
+    }
 }
 
 /// Two ReLU layers with PyTorch's default Linear initialisation.

@@ -55,7 +55,7 @@ pub fn run(args: &TrainArgs) -> Result<()> {
         ));
     }
     let crops = CropTable::from_flag(args.environment.env_config.as_deref())?;
-    let env_options = |seed: u64| args.environment.options(&crops, seed);
+    let env_options = |seed: u64| args.environment.options(&crops, seed, args.model.screen());
     // Every environment is made before any thread starts, so a bad id or crop file
     // is reported before training begins.
     let envs = (0..workers)
@@ -65,7 +65,7 @@ pub fn run(args: &TrainArgs) -> Result<()> {
     let spec = ModelSpec::for_env(
         test_env.observation_shape(),
         test_env.action_space(),
-        args.hidden_size,
+        args.hidden_size.unwrap_or(args.model.default_hidden_size()),
         args.lstm,
     );
     check_memory(&spec, training_threads)?;
@@ -196,7 +196,7 @@ pub fn run(args: &TrainArgs) -> Result<()> {
             shared_parameters: shared_parameters(),
             max_episode_length: args.environment.max_episode_length,
             core_share: args.test_share.unwrap_or(match spec.body {
-                crate::model::Body::AtariLstm => ATARI_TEST_SHARE,
+                crate::model::Body::AtariLstm | crate::model::Body::Universe => ATARI_TEST_SHARE,
                 crate::model::Body::Mlp { .. } => 1.0,
             }),
         };

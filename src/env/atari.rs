@@ -18,10 +18,10 @@ pub use ale::BundledRom;
 use super::crop::Crop;
 use super::rng::Rng;
 use super::wrappers::{
-    preprocess, EpisodicLife, FireReset, FrameEnv, FrameStep, MaxAndSkip, NoopReset,
-    RunningNormalizer, OBSERVATION_SIDE,
+    preprocess, preprocess_universe, EpisodicLife, FireReset, FrameEnv, FrameStep, MaxAndSkip,
+    NoopReset, RunningNormalizer, OBSERVATION_SIDE, UNIVERSE_SIDE,
 };
-use super::{Action, ActionSpace, Env, EnvOptions, Frame, Step};
+use super::{Action, ActionSpace, Env, EnvOptions, Frame, Screen, Step};
 use crate::error::{Error, Result};
 
 /// ALE 0.6 fills static tables on first construction without synchronisation, so
@@ -518,6 +518,7 @@ pub struct AtariEnv {
     stack: Box<dyn FrameEnv>,
     crop: Crop,
     normalizer: RunningNormalizer,
+    screen: Screen,
     action_space: ActionSpace,
     observation_shape: Vec<i64>,
     /// (width, height) of the console's screen.
@@ -558,12 +559,16 @@ pub fn make(id: AtariId, options: &EnvOptions) -> Result<Box<dyn Env>> {
     if has_fire {
         stack = Box::new(FireReset::new(stack));
     }
-    let side = OBSERVATION_SIDE as i64;
+    let side = match options.screen {
+        Screen::Gray80 => OBSERVATION_SIDE as i64,
+        Screen::Mean42 => UNIVERSE_SIDE as i64,
+    };
     Ok(Box::new(AtariEnv {
         crop,
         id: id.id,
         stack,
         normalizer: RunningNormalizer::default(),
+        screen: options.screen,
         action_space: ActionSpace::Discrete { n: action_count },
         observation_shape: vec![1, side, side],
         screen_size: (screen_width as u16, screen_height as u16),
@@ -576,8 +581,14 @@ const ALE_FIRE: i32 = 1;
 
 impl AtariEnv {
     fn observe(&mut self, frame: &[u8]) -> Vec<f32> {
-        let mut observation = vec![0.0; OBSERVATION_SIDE * OBSERVATION_SIDE];
-        preprocess(frame, self.crop, &mut observation);
+        let mut observation = match self.screen {
+            Screen::Gray80 => {
+                let mut observation = vec![0.0; OBSERVATION_SIDE * OBSERVATION_SIDE];
+                preprocess(frame, self.crop, &mut observation);
+                observation
+            }
+            Screen::Mean42 => preprocess_universe(frame),
+        };
         self.normalizer.normalize(&mut observation);
         observation
     }

@@ -143,11 +143,32 @@ pub struct EnvOptions {
     pub skip_rate: u32,
     /// Per-game crop rows (`--env-config`, parsed once by [`CropTable::from_flag`]).
     pub crops: CropTable,
+    /// How Atari screens become observations, which the network decides.
+    pub screen: Screen,
+}
+
+/// How an Atari screen becomes an observation; each Atari network has its own.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Screen {
+    /// The reference's: the game's crop rows, 80x80 by area averaging, gray by
+    /// luminance weights (1x80x80).
+    #[default]
+    Gray80,
+    /// ikostrikov's, from universe-starter-agent: rows 34..194 and the first 160
+    /// columns, bilinear to 80x80 then 42x42, the mean of the colour channels over 255
+    /// (1x42x42).
+    Mean42,
 }
 
 impl Default for EnvOptions {
     fn default() -> Self {
-        EnvOptions { seed: 1, max_episode_length: None, skip_rate: 4, crops: CropTable::built_in() }
+        EnvOptions {
+            seed: 1,
+            max_episode_length: None,
+            skip_rate: 4,
+            crops: CropTable::built_in(),
+            screen: Screen::default(),
+        }
     }
 }
 

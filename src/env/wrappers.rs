@@ -13,6 +13,9 @@ pub const SCREEN_SHAPE: (usize, usize, usize) = (210, 160, 3);
 /// Side of the square observation.
 pub const OBSERVATION_SIDE: usize = 80;
 
+/// Side of the universe network's observation.
+pub const UNIVERSE_SIDE: usize = 42;
+
 /// One step of a frame-level environment.
 #[derive(Clone, Debug, PartialEq)]
 pub struct FrameStep {
@@ -275,6 +278,86 @@ pub fn preprocess(frame: &[u8], crop: Crop, observation: &mut [f32]) {
     for (gray, rgb) in observation.iter_mut().zip(small.chunks_exact(3)) {
         *gray = to_gray([rgb[0], rgb[1], rgb[2]]);
     }
+}
+
+/// ikostrikov's `_process_frame42`: rows 34..194 and columns 0..160 of the RGB
+/// screen, `cv2.resize` to 80x80 and then to 42x42 (bilinear, on bytes), the mean of
+/// the three channels, over 255. The first resize is an exact halving, which OpenCV
+/// does by 2x2 averages; the second follows OpenCV's fixed-point bilinear resize of
+/// bytes (11-bit weights, rounded sums).
+pub fn preprocess_universe(frame: &[u8]) -> Vec<f32> {
+    const TOP: usize = 34;
+    const SIDE: usize = 160;
+    let (height, width, channels) = SCREEN_SHAPE;
+    assert_eq!(frame.len(), height * width * channels, "frame size");
+    let mut half = vec![0u8; 80 * 80 * 3];
+    for row in 0..80 {
+        let upper = &frame[(TOP + 2 * row) * width * channels..][..SIDE * channels];
+        let lower = &frame[(TOP + 2 * row + 1) * width * channels..][..SIDE * channels];
+        for column in 0..80 {
+            for channel in 0..3 {
+                let at = |line: &[u8], offset: usize| u16::from(line[(2 * column + offset) * 3 + channel]);
+                let sum = at(upper, 0) + at(upper, 1) + at(lower, 0) + at(lower, 1);
+                half[(row * 80 + column) * 3 + channel] = ((sum + 2) >> 2) as u8;
+            }
+        }
+    }
+    let small = resize_linear(&half, 80, UNIVERSE_SIDE);
+    small
+        .chunks_exact(3)
+        .map(|rgb| {
+            // numpy's mean of bytes is taken in f64, then the frame becomes f32 and is
+            // scaled by the f32 1/255.
+            let mean = (f64::from(rgb[0]) + f64::from(rgb[1]) + f64::from(rgb[2])) / 3.0;
+            mean as f32 * (1.0f32 / 255.0)
+        })
+        .collect()
+}
+
+/// OpenCV's bilinear `resize` of a square RGB byte image from `src_side` to
+/// `dst_side` (smaller, not by an integer factor): source position
+/// `(d + 0.5) * scale - 0.5` in f32, weights `(1 - f, f)` each rounded to 11 bits, a
+/// horizontal pass in integers, then a vertical one rounded back to bytes.
+fn resize_linear(src: &[u8], src_side: usize, dst_side: usize) -> Vec<u8> {
+    const CHANNELS: usize = 3;
+    const ONE: f32 = 2048.0;
+    let scale = src_side as f64 / dst_side as f64;
+    let taps: Vec<(usize, i32, i32)> = (0..dst_side)
+        .map(|d| {
+            let position = ((d as f64 + 0.5) * scale - 0.5) as f32;
+            let mut first = position.floor() as isize;
+            let mut fraction = position - first as f32;
+            if first < 0 {
+                (first, fraction) = (0, 0.0);
+            }
+            if first as usize >= src_side - 1 {
+                (first, fraction) = (src_side as isize - 1, 0.0);
+            }
+            let weight = |value: f32| (value * ONE).round_ties_even() as i32;
+            (first as usize, weight(1.0 - fraction), weight(fraction))
+        })
+        .collect();
+    let horizontal = |row: usize| -> Vec<i32> {
+        let line = &src[row * src_side * CHANNELS..][..src_side * CHANNELS];
+        let mut out = vec![0i32; dst_side * CHANNELS];
+        for (d, &(first, left, right)) in taps.iter().enumerate() {
+            let second = (first + 1).min(src_side - 1);
+            for channel in 0..CHANNELS {
+                out[d * CHANNELS + channel] = i32::from(line[first * CHANNELS + channel]) * left
+                    + i32::from(line[second * CHANNELS + channel]) * right;
+            }
+        }
+        out
+    };
+    let mut dst = vec![0u8; dst_side * dst_side * CHANNELS];
+    for (d, &(first, top, bottom)) in taps.iter().enumerate() {
+        let (upper, lower) = (horizontal(first), horizontal((first + 1).min(src_side - 1)));
+        for (index, (a, b)) in upper.iter().zip(&lower).enumerate() {
+            let value = (i64::from(*a) * i64::from(top) + i64::from(*b) * i64::from(bottom) + (1 << 21)) >> 22;
+            dst[d * dst_side * CHANNELS + index] = value.clamp(0, 255) as u8;
+        }
+    }
+    dst
 }
 
 /// The reference's gray level of one RGB pixel.
