@@ -345,6 +345,34 @@ fn shipped_cartpole_model_scores_500() {
     assert_eq!(summary["mean"], 500.0, "{summary}");
 }
 
+/// The Pendulum-v1 model shipped in trained_models/ still plays as README's Results
+/// row says: evaluated as there (100 games, seed 1) it scored -218.89 ± 161.26. The
+/// bound is that mean less two standard errors of a 100-game mean (161 / √100 ≈ 16),
+/// room for floating-point differences between CPUs to change a few games; a random
+/// policy scores about -1,200 to -1,450.
+#[test]
+fn shipped_pendulum_model_scores_as_in_the_readme() {
+    let scratch = Scratch::new("eval-shipped-pendulum");
+    let models = Path::new(env!("CARGO_MANIFEST_DIR")).join("trained_models");
+    let run = scratch.a3g(&[
+        "eval",
+        "--env",
+        "Pendulum-v1",
+        "--num-episodes",
+        "100",
+        "--seed",
+        "1",
+        "--load-model-dir",
+        models.to_str().unwrap(),
+        "--json",
+    ]);
+    assert!(run.status.success(), "{}", run.stderr);
+    let summary: serde_json::Value = serde_json::from_str(run.stdout.trim()).unwrap();
+    assert_eq!(summary["episodes"], 100);
+    let mean = summary["mean"].as_f64().unwrap();
+    assert!(mean >= -218.89 - 2.0 * 16.1, "{summary}");
+}
+
 /// Each bad input is refused on one line that names it, and no file is changed.
 #[test]
 fn bad_eval_input_is_one_line() {
