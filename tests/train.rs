@@ -18,11 +18,13 @@ fn last_reward_mean(stdout: &str) -> f64 {
 }
 
 /// Two workers with a fixed seed learn CartPole-v1 to a 100-game greedy mean of at
-/// least 475 within the two minutes this test allows, on two CPU cores.
+/// least 475 within a million agent steps. Runs on a loaded two-core machine got
+/// there after 196,000 to 275,000 steps; the budget is in steps, not seconds, so
+/// that tests running beside this one slow it down without failing it (its wall
+/// time is a benchmark: docs/benchmarks.md).
 #[test]
 fn cartpole_learns_to_475() {
     let scratch = Scratch::new("cartpole-learns");
-    let started = Instant::now();
     let run = scratch.a3g(&[
         "train",
         "--env",
@@ -35,20 +37,21 @@ fn cartpole_learns_to_475() {
         "64",
         "--lr",
         "1e-3",
-        "--max-time",
-        "110s",
+        "--max-steps",
+        "1000000",
         "--stop-at-mean",
         "475",
+        "--status-interval",
+        "60",
     ]);
     assert!(run.status.success(), "{}", run.stderr);
     assert!(
         run.stdout.contains("reached --stop-at-mean"),
-        "did not reach 475 in time: {}",
+        "did not reach 475 within the step budget: {}",
         run.stdout
     );
     let mean = last_reward_mean(&run.stdout);
     assert!(mean >= 475.0, "final mean {mean}");
-    assert!(started.elapsed() < Duration::from_secs(120));
     assert!(scratch.path("trained_models/CartPole-v1.safetensors").exists());
 }
 
