@@ -1,14 +1,16 @@
 //! `a3g eval` and checkpoints exchanged with PyTorch: the reference's network
 //! computes the same thing from a PyTorch-made fixture in all three file formats
-//! (torch.save's zip and legacy formats, safetensors), saved models play, games are
-//! recorded, and each bad input is one line.
+//! (torch.save's zip and legacy formats, safetensors), a model a3g trained loads
+//! strictly into PyTorch and computes the same there, saved and shipped models play,
+//! games are recorded, and each bad input is one line.
 
 use std::fs;
 use std::path::{Path, PathBuf};
+use std::process::Command;
 
 use a3g::checkpoint;
 use a3g::model::{ActorCritic, Body, Head, LstmState, ModelSpec, Policy};
-use tch::{nn, Device, Tensor};
+use tch::{nn, Device, Kind, Tensor};
 
 use crate::util::{assert_one_line_error, Scratch};
 
@@ -118,6 +120,109 @@ fn reference_fixture_forward_matches_pytorch() {
         // The fixture's weights are random, so a forward pass that ignored a layer
         // would not land this close by chance.
         assert!(tensor(&io, "logits").abs().max().double_value(&[]) > 0.05);
+    }
+}
+
+/// Where a test finds PyTorch for python3: the wheel the set-up installs into .deps/,
+/// and the wheel that a `LIBTORCH` set by hand may belong to. python3's own packages
+/// stay on its path after these, so `LIBTORCH_USE_PYTORCH=1` set-ups work too.
+fn pytorch_path() -> std::ffi::OsString {
+    let mut folders = vec![Path::new(env!("CARGO_MANIFEST_DIR")).join(".deps/torch")];
+    if let Some(libtorch) = std::env::var_os("LIBTORCH") {
+        folders.extend(Path::new(&libtorch).parent().map(Path::to_path_buf));
+    }
+    std::env::join_paths(folders.iter().filter(|folder| folder.join("torch").is_dir()))
+        .expect("folders without ':'")
+}
+
+/// The values of a tensor, as f64s.
+fn values(tensor: &Tensor) -> Vec<f64> {
+    Vec::<f64>::try_from(tensor.flatten(0, -1).to_kind(Kind::Double)).unwrap()
+}
+
+/// The values of a JSON array of numbers.
+fn json_values(array: &serde_json::Value) -> Vec<f64> {
+    array.as_array().expect("an array").iter().map(|value| value.as_f64().unwrap()).collect()
+}
+
+/// The largest difference between two equally long lists of values.
+fn max_gap(a: &[f64], b: &[f64]) -> f64 {
+    assert_eq!(a.len(), b.len());
+    a.iter().zip(b).map(|(a, b)| (a - b).abs()).fold(0.0, f64::max)
+}
+
+/// A model a3g has just trained on Pong loads into the reference's A3Clstm in
+/// PyTorch with `load_state_dict(strict=True)` (the same names and shapes, nothing
+/// missing, nothing extra), and over two steps of a fixed screen from a zero LSTM
+/// state PyTorch's action probabilities, value and LSTM state are a3g's within 1e-5
+/// (tests/fixtures/check_in_pytorch.py, run with python3 and the set-up's torch).
+#[test]
+fn trained_atari_model_loads_strictly_into_pytorch() {
+    let scratch = Scratch::new("pytorch-strict");
+    let train = scratch.a3g(&[
+        "train",
+        "--env",
+        "PongDeterministic-v4",
+        "--workers",
+        "1",
+        "--hidden-size",
+        "32",
+        "--max-steps",
+        "50",
+    ]);
+    assert!(train.status.success(), "{}", train.stderr);
+    let model_path = scratch.path("trained_models/PongDeterministic-v4.safetensors");
+
+    let script = fixture("check_in_pytorch.py");
+    let output = Command::new("python3")
+        .arg(&script)
+        .arg(&model_path)
+        .env("PYTHONPATH", pytorch_path())
+        .output()
+        .unwrap_or_else(|error| panic!("cannot run python3 ({error}); this test needs Python 3"));
+    assert!(
+        output.status.success(),
+        "{} failed: {}",
+        script.display(),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let pytorch: serde_json::Value =
+        serde_json::from_slice(&output.stdout).expect("one JSON object");
+
+    let tensors = checkpoint::read_model(&model_path).unwrap();
+    assert_eq!(pytorch["tensors"], tensors.len(), "PyTorch read every tensor a3g wrote");
+    let (hidden_size, lstm) = checkpoint::implied_architecture(&model_path, &tensors).unwrap();
+    assert_eq!((hidden_size, lstm), (32, true));
+    let spec =
+        ModelSpec { body: Body::AtariLstm, hidden_size, head: Head::Discrete { actions: 6 } };
+    let vs = nn::VarStore::new(Device::Cpu);
+    let model = ActorCritic::new(&vs, &spec);
+    checkpoint::copy_matching(&model_path, &tensors, model.parameters(), "").unwrap();
+
+    // The same two screens as the script's fixed_screens, made by the same libtorch calls.
+    let ramp = |end: f64| Tensor::linspace(0.0, end, 6400, (Kind::Float, Device::Cpu));
+    let screens = [ramp(40.0).sin() * 2.0, ramp(25.0).cos() * 2.0];
+    let mut state = LstmState::zeros(&spec, Device::Cpu);
+    for (step, screen) in screens.iter().enumerate() {
+        let output = tch::no_grad(|| model.forward(&screen.view([1, 1, 80, 80]), &state));
+        let Policy::Logits(logits) = &output.policy else { panic!("discrete head expected") };
+        let probabilities = values(&logits.softmax(1, Kind::Float));
+        // The actor starts near uniform; a spread well over the tolerance means a
+        // swapped or ignored row of it would show.
+        let spread = probabilities.iter().fold(0.0, |a: f64, &b| a.max(b))
+            - probabilities.iter().fold(1.0, |a: f64, &b| a.min(b));
+        assert!(spread > 1e-4, "step {step}: probabilities {probabilities:?}");
+        let expected = &pytorch["steps"][step];
+        for (what, ours) in [
+            ("value", values(&output.value)),
+            ("probabilities", probabilities),
+            ("hx", values(&output.state.hidden)),
+            ("cx", values(&output.state.cell)),
+        ] {
+            let gap = max_gap(&ours, &json_values(&expected[what]));
+            assert!(gap < 1e-5, "step {step}: {what} differs by {gap} from PyTorch's");
+        }
+        state = output.state;
     }
 }
 
@@ -266,6 +371,34 @@ fn shipped_cartpole_model_scores_500() {
     assert!(run.status.success(), "{}", run.stderr);
     let summary: serde_json::Value = serde_json::from_str(run.stdout.trim()).unwrap();
     assert_eq!(summary["mean"], 500.0, "{summary}");
+}
+
+/// The Pendulum-v1 model shipped in trained_models/ still plays as README's Results
+/// row says: evaluated as there (100 games, seed 1) it scored -218.89 ± 161.26. The
+/// bound is that mean less two standard errors of a 100-game mean (161 / √100 ≈ 16),
+/// room for floating-point differences between CPUs to change a few games; a random
+/// policy scores about -1,200 to -1,450.
+#[test]
+fn shipped_pendulum_model_scores_as_in_the_readme() {
+    let scratch = Scratch::new("eval-shipped-pendulum");
+    let models = Path::new(env!("CARGO_MANIFEST_DIR")).join("trained_models");
+    let run = scratch.a3g(&[
+        "eval",
+        "--env",
+        "Pendulum-v1",
+        "--num-episodes",
+        "100",
+        "--seed",
+        "1",
+        "--load-model-dir",
+        models.to_str().unwrap(),
+        "--json",
+    ]);
+    assert!(run.status.success(), "{}", run.stderr);
+    let summary: serde_json::Value = serde_json::from_str(run.stdout.trim()).unwrap();
+    assert_eq!(summary["episodes"], 100);
+    let mean = summary["mean"].as_f64().unwrap();
+    assert!(mean >= -218.89 - 2.0 * 16.1, "{summary}");
 }
 
 /// Each bad input is refused on one line that names it, and no file is changed.

@@ -5,7 +5,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::util::{assert_one_line_error, Scratch};
+use crate::util::{assert_one_line_error, Lines, Scratch};
 
 /// The last "reward mean" the test agent printed.
 fn last_reward_mean(stdout: &str) -> f64 {
@@ -18,11 +18,13 @@ fn last_reward_mean(stdout: &str) -> f64 {
 }
 
 /// Two workers with a fixed seed learn CartPole-v1 to a 100-game greedy mean of at
-/// least 475 within the two minutes this test allows, on two CPU cores.
+/// least 475 within a million agent steps. Six runs on a loaded two-core machine
+/// got there after 114,000 to 275,000 steps (docs/benchmarks.md, which has their
+/// wall times); the budget is in steps, not seconds, so that tests running beside
+/// this one slow it down without failing it.
 #[test]
 fn cartpole_learns_to_475() {
     let scratch = Scratch::new("cartpole-learns");
-    let started = Instant::now();
     let run = scratch.a3g(&[
         "train",
         "--env",
@@ -35,30 +37,31 @@ fn cartpole_learns_to_475() {
         "64",
         "--lr",
         "1e-3",
-        "--max-time",
-        "110s",
+        "--max-steps",
+        "1000000",
         "--stop-at-mean",
         "475",
+        "--status-interval",
+        "60",
     ]);
     assert!(run.status.success(), "{}", run.stderr);
     assert!(
         run.stdout.contains("reached --stop-at-mean"),
-        "did not reach 475 in time: {}",
+        "did not reach 475 within the step budget: {}",
         run.stdout
     );
     let mean = last_reward_mean(&run.stdout);
     assert!(mean >= 475.0, "final mean {mean}");
-    assert!(started.elapsed() < Duration::from_secs(120));
     assert!(scratch.path("trained_models/CartPole-v1.safetensors").exists());
 }
 
 /// Pendulum-v1, continuous torque through the Gaussian head: two workers reach a
 /// 100-game greedy mean of -400 (a random policy scores about -1,200 to -1,450) within
-/// 1.2 million agent steps. Alone on this two-core machine it reached -200 after
-/// 549,000 steps in 2m17s; the budget is in steps so that tests running beside it
-/// slow it down without failing it. Rewards are scaled by 1/8 and not clipped:
-/// clipped to [-1, 1], Pendulum's costs of up to 16 a step all look alike and it
-/// does not learn at all.
+/// 1.2 million agent steps. The shipped model, trained with these flags to -200,
+/// got there after 685,000 steps (README.md, Results); the budget is in steps so
+/// that tests running beside it slow it down without failing it. Rewards are scaled
+/// by 1/8 and not clipped: clipped to [-1, 1], Pendulum's costs of up to 16 a step
+/// all look alike and it does not learn at all.
 #[test]
 fn pendulum_learns_to_minus_400() {
     let scratch = Scratch::new("pendulum-learns");
@@ -179,12 +182,15 @@ fn thirty_two_atari_workers_stay_under_one_gigabyte() {
     assert!(peak_kb < 1024 * 1024, "peak resident memory {} MB", peak_kb / 1024);
 }
 
-/// SIGINT stops every thread within about a second, writes a final checkpoint that
-/// loads again, and exits 0.
+/// SIGINT in mid-training stops every thread, writes a final checkpoint that loads
+/// again, and exits 0. The signal goes once a status line shows training under way
+/// (so a3g is catching it); "interrupted" in the last line shows the signal, not
+/// the run's own 60 s budget, ended it. How quickly it stops is a benchmark
+/// (docs/benchmarks.md); the bound here only catches a stop that waits for the budget.
 #[test]
 fn sigint_stops_cleanly_with_a_checkpoint() {
     let scratch = Scratch::new("sigint");
-    let child = Command::new(env!("CARGO_BIN_EXE_a3g"))
+    let mut child = Command::new(env!("CARGO_BIN_EXE_a3g"))
         .args([
             "train",
             "--env",
@@ -195,20 +201,27 @@ fn sigint_stops_cleanly_with_a_checkpoint() {
             "16",
             "--max-time",
             "60s",
+            "--status-interval",
+            "0.2",
         ])
         .current_dir(scratch.path("."))
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .expect("start a3g");
-    std::thread::sleep(Duration::from_secs(3));
+    let mut stdout = Lines::stdout(&mut child);
+    stdout.wait_for("steps/s");
     let signalled = Instant::now();
     let status =
         Command::new("kill").args(["-INT", &child.id().to_string()]).status().expect("run kill");
     assert!(status.success());
     let output = child.wait_with_output().expect("wait for a3g");
-    assert!(signalled.elapsed() < Duration::from_secs(3), "took {:?} to stop", signalled.elapsed());
-    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        signalled.elapsed() < Duration::from_secs(30),
+        "took {:?} to stop",
+        signalled.elapsed()
+    );
+    let stdout = stdout.all();
     assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
     assert!(stdout.contains("interrupted: saved"), "{stdout}");
     let run = scratch.a3g(&[

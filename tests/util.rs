@@ -1,7 +1,9 @@
 //! Helpers: run the built `a3g` binary in a scratch folder and inspect what it printed.
 
+use std::io::{BufRead, BufReader, Read};
 use std::path::PathBuf;
-use std::process::{Command, Output};
+use std::process::{Child, Command, Output};
+use std::sync::mpsc;
 
 /// The result of one run of the binary.
 pub struct Run {
@@ -68,6 +70,61 @@ impl Scratch {
 impl Drop for Scratch {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// One of a background run's output streams, read line by line as it comes, so that
+/// a test can act on what the run has done rather than on how long it has run.
+pub struct Lines {
+    lines: mpsc::Receiver<String>,
+    seen: String,
+}
+
+impl Lines {
+    /// Takes over `child`'s piped stdout.
+    pub fn stdout(child: &mut Child) -> Self {
+        Self::read(child.stdout.take().expect("stdout piped"))
+    }
+
+    /// Takes over `child`'s piped stderr.
+    pub fn stderr(child: &mut Child) -> Self {
+        Self::read(child.stderr.take().expect("stderr piped"))
+    }
+
+    fn read(stream: impl Read + Send + 'static) -> Self {
+        let (sender, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stream).lines().map_while(Result::ok) {
+                if sender.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        Lines { lines, seen: String::new() }
+    }
+
+    /// Waits, however long the machine takes, until a line contains `text`; panics
+    /// if the stream closes first.
+    pub fn wait_for(&mut self, text: &str) {
+        loop {
+            let line = self.lines.recv().unwrap_or_else(|_| {
+                panic!("the run ended without printing {text:?}; it printed: {}", self.seen)
+            });
+            self.seen.push_str(&line);
+            self.seen.push('\n');
+            if line.contains(text) {
+                return;
+            }
+        }
+    }
+
+    /// Everything the stream carried, once the run has closed it.
+    pub fn all(mut self) -> String {
+        for line in self.lines.iter() {
+            self.seen.push_str(&line);
+            self.seen.push('\n');
+        }
+        self.seen
     }
 }
 

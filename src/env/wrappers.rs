@@ -296,7 +296,9 @@ pub fn preprocess_universe(frame: &[u8]) -> Vec<f32> {
         let lower = &frame[(TOP + 2 * row + 1) * width * channels..][..SIDE * channels];
         for column in 0..80 {
             for channel in 0..3 {
-                let at = |line: &[u8], offset: usize| u16::from(line[(2 * column + offset) * 3 + channel]);
+                let at = |line: &[u8], offset: usize| {
+                    u16::from(line[(2 * column + offset) * 3 + channel])
+                };
                 let sum = at(upper, 0) + at(upper, 1) + at(lower, 0) + at(lower, 1);
                 half[(row * 80 + column) * 3 + channel] = ((sum + 2) >> 2) as u8;
             }
@@ -353,7 +355,9 @@ fn resize_linear(src: &[u8], src_side: usize, dst_side: usize) -> Vec<u8> {
     for (d, &(first, top, bottom)) in taps.iter().enumerate() {
         let (upper, lower) = (horizontal(first), horizontal((first + 1).min(src_side - 1)));
         for (index, (a, b)) in upper.iter().zip(&lower).enumerate() {
-            let value = (i64::from(*a) * i64::from(top) + i64::from(*b) * i64::from(bottom) + (1 << 21)) >> 22;
+            let value =
+                (i64::from(*a) * i64::from(top) + i64::from(*b) * i64::from(bottom) + (1 << 21))
+                    >> 22;
             dst[d * dst_side * CHANNELS + index] = value.clamp(0, 255) as u8;
         }
     }
