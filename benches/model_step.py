@@ -32,6 +32,28 @@ class ReferenceModel(nn.Module):
         return self.critic_linear(hidden), self.actor_linear(hidden), (hidden, cell)
 
 
+class UniverseModel(nn.Module):
+    """ikostrikov/pytorch-a3c's network (a3g's --model universe): four 3x3 stride-2
+    convolutions of 32 filters with ELU over a 1x42x42 screen, then an LSTM cell."""
+
+    def __init__(self, hidden=256, actions=6):
+        super().__init__()
+        self.conv1 = nn.Conv2d(1, 32, 3, stride=2, padding=1)
+        self.conv2 = nn.Conv2d(32, 32, 3, stride=2, padding=1)
+        self.conv3 = nn.Conv2d(32, 32, 3, stride=2, padding=1)
+        self.conv4 = nn.Conv2d(32, 32, 3, stride=2, padding=1)
+        self.lstm = nn.LSTMCell(288, hidden)
+        self.critic_linear = nn.Linear(hidden, 1)
+        self.actor_linear = nn.Linear(hidden, actions)
+
+    def forward(self, screen, state):
+        x = screen
+        for conv in (self.conv1, self.conv2, self.conv3, self.conv4):
+            x = F.elu(conv(x))
+        hidden, cell = self.lstm(x.view(1, -1), state)
+        return self.critic_linear(hidden), self.actor_linear(hidden), (hidden, cell)
+
+
 def main():
     torch.set_num_threads(1)
     torch.manual_seed(1)

@@ -562,6 +562,11 @@ mod tests {
                 head: Head::Discrete { actions: 6 },
             },
             ModelSpec {
+                body: Body::Universe,
+                hidden_size: 20,
+                head: Head::Discrete { actions: 4 },
+            },
+            ModelSpec {
                 body: Body::Mlp { inputs: 4, lstm: false },
                 hidden_size: 16,
                 head: Head::Discrete { actions: 2 },

@@ -158,11 +158,24 @@ fn max_gap(a: &[f64], b: &[f64]) -> f64 {
 /// (tests/fixtures/check_in_pytorch.py, run with python3 and the set-up's torch).
 #[test]
 fn trained_atari_model_loads_strictly_into_pytorch() {
-    let scratch = Scratch::new("pytorch-strict");
+    check_strict_load_into_pytorch("a3clstm", Body::AtariLstm, 80);
+}
+
+/// The same for --model universe: its checkpoint loads strictly into ikostrikov's
+/// network in PyTorch (benches/model_step.py's UniverseModel) and computes the same.
+#[test]
+fn trained_universe_model_loads_strictly_into_pytorch() {
+    check_strict_load_into_pytorch("universe", Body::Universe, 42);
+}
+
+fn check_strict_load_into_pytorch(model_name: &str, body: Body, side: i64) {
+    let scratch = Scratch::new(&format!("pytorch-strict-{model_name}"));
     let train = scratch.a3g(&[
         "train",
         "--env",
         "PongDeterministic-v4",
+        "--model",
+        model_name,
         "--workers",
         "1",
         "--hidden-size",
@@ -193,18 +206,17 @@ fn trained_atari_model_loads_strictly_into_pytorch() {
     assert_eq!(pytorch["tensors"], tensors.len(), "PyTorch read every tensor a3g wrote");
     let (hidden_size, lstm) = checkpoint::implied_architecture(&model_path, &tensors).unwrap();
     assert_eq!((hidden_size, lstm), (32, true));
-    let spec =
-        ModelSpec { body: Body::AtariLstm, hidden_size, head: Head::Discrete { actions: 6 } };
+    let spec = ModelSpec { body, hidden_size, head: Head::Discrete { actions: 6 } };
     let vs = nn::VarStore::new(Device::Cpu);
     let model = ActorCritic::new(&vs, &spec);
     checkpoint::copy_matching(&model_path, &tensors, model.parameters(), "").unwrap();
 
     // The same two screens as the script's fixed_screens, made by the same libtorch calls.
-    let ramp = |end: f64| Tensor::linspace(0.0, end, 6400, (Kind::Float, Device::Cpu));
+    let ramp = |end: f64| Tensor::linspace(0.0, end, side * side, (Kind::Float, Device::Cpu));
     let screens = [ramp(40.0).sin() * 2.0, ramp(25.0).cos() * 2.0];
     let mut state = LstmState::zeros(&spec, Device::Cpu);
     for (step, screen) in screens.iter().enumerate() {
-        let output = tch::no_grad(|| model.forward(&screen.view([1, 1, 80, 80]), &state));
+        let output = tch::no_grad(|| model.forward(&screen.view([1, 1, side, side]), &state));
         let Policy::Logits(logits) = &output.policy else { panic!("discrete head expected") };
         let probabilities = values(&logits.softmax(1, Kind::Float));
         // The actor starts near uniform; a spread well over the tolerance means a
