@@ -130,7 +130,13 @@ impl SharedOptimizer {
                         // In-place and fused where libtorch allows: the Atari model's
                         // LSTM weights are 13 MB, and each temporary is another pass.
                         let _ = exp_avg.lerp_(gradient, 1.0 - beta1);
-                        let _ = exp_avg_sq.lerp_(&gradient.square(), 1.0 - beta2);
+                        // Scaled then accumulated, as PyTorch does, not lerped: a finite
+                        // gradient above ~1.8e19 squares to infinity, and a lerp from an
+                        // infinite average computes inf - inf = NaN, which would spread to
+                        // the weights; an infinite average only stops the parameter.
+                        let _ = exp_avg_sq
+                            .g_mul_scalar_(beta2)
+                            .addcmul_(gradient, &(gradient * (1.0 - beta2)));
                         let bias_correction1 = 1.0 - beta1.powf(step as f64);
                         let bias_correction2_sqrt = (1.0 - beta2.powf(step as f64)).sqrt();
                         let second_moment = if amsgrad {
@@ -152,7 +158,10 @@ impl SharedOptimizer {
                     OptimizerKind::RmsProp => {
                         let alpha = OptimizerKind::RMSPROP_ALPHA;
                         let mut square_avg = statistics[0].shallow_clone();
-                        let _ = square_avg.lerp_(&gradient.square(), 1.0 - alpha);
+                        // As for Adam's second moment: never a lerp from infinity.
+                        let _ = square_avg
+                            .g_mul_scalar_(alpha)
+                            .addcmul_(gradient, &(gradient * (1.0 - alpha)));
                         // parameter += gradient / (denominator / -learning rate).
                         let mut denominator = square_avg.sqrt();
                         let _ = denominator
@@ -257,5 +266,26 @@ mod tests {
         second.step(&[parameter.shallow_clone()], &[tensor(&[1.0])]);
         assert_eq!(first.steps(), 1);
         assert_close(&values(&first.statistics[0][0]), &[0.01]);
+    }
+
+    /// A gradient whose square overflows f32 leaves the second moment infinite and
+    /// the parameter where it was, and later ordinary gradients keep both finite
+    /// rather than turning them NaN.
+    #[test]
+    fn overflowing_squares_never_give_nan() {
+        for kind in [OptimizerKind::Adam { amsgrad: false }, OptimizerKind::RmsProp] {
+            let parameter = tensor(&[1.0]);
+            let optimizer = SharedOptimizer::new(kind, 0.1, &[parameter.shallow_clone()]);
+            optimizer.step(&[parameter.shallow_clone()], &[tensor(&[3e19])]);
+            for _ in 0..3 {
+                optimizer.step(&[parameter.shallow_clone()], &[tensor(&[0.5])]);
+            }
+            let value = values(&parameter)[0];
+            assert!(value.is_finite(), "{kind:?}: parameter {value}");
+            let names = ["p".to_string()];
+            for (name, statistic) in optimizer.named_statistics(&names) {
+                assert!(!values(statistic)[0].is_nan(), "{kind:?}: {name} is NaN");
+            }
+        }
     }
 }

@@ -41,7 +41,7 @@ pub struct Counters {
     pub agent_steps: AtomicU64,
     pub env_frames: AtomicU64,
     pub updates: AtomicU64,
-    /// Updates skipped for a non-finite loss or gradient.
+    /// Updates skipped for a non-finite loss or gradient, or one too large to use.
     pub skipped_updates: AtomicU64,
     /// Skipped updates since the last good one, over all workers.
     pub consecutive_skips: AtomicU64,
@@ -323,7 +323,7 @@ impl Worker {
             let in_a_row = setup.counters.consecutive_skips.fetch_add(1, Ordering::Relaxed) + 1;
             if in_a_row >= MAX_CONSECUTIVE_SKIPS {
                 return Err(Error::Training(format!(
-                    "{in_a_row} updates in a row had a non-finite loss or gradient, so training stopped \
+                    "{in_a_row} updates in a row had a non-finite or overflowing loss or gradient, so training stopped \
                      (the last good checkpoint is kept); lower --lr or check the environment's rewards"
                 )));
             }
@@ -345,7 +345,8 @@ pub fn pull(shared: &[Tensor], local: &[Tensor]) {
     });
 }
 
-/// Whether the loss and every gradient are finite. A NaN or infinity anywhere in a
+/// Whether the loss and every gradient are finite and small enough for the optimizer
+/// (see [`LARGEST_USABLE_GRADIENT`]). A NaN, an infinity or a huge value anywhere in a
 /// tensor shows in its minimum or maximum, so one pass over each gradient, with no
 /// temporary copy, and one read-back decide it.
 fn is_finite(loss: &Tensor, gradients: &[Tensor]) -> bool {
@@ -356,21 +357,29 @@ fn is_finite(loss: &Tensor, gradients: &[Tensor]) -> bool {
         extremes.push(minimum.view([1]));
         extremes.push(maximum.view([1]));
     }
-    // Summed in double precision, so that large finite extremes cannot overflow.
-    Tensor::cat(&extremes, 0).sum(Kind::Double).double_value(&[]).is_finite()
+    // The largest magnitude, in double precision; NaN propagates through max.
+    let largest = Tensor::cat(&extremes, 0).to_kind(Kind::Double).abs().max().double_value(&[]);
+    largest.is_finite() && largest < LARGEST_USABLE_GRADIENT
 }
+
+/// The largest gradient an update may carry: the square root of f32's largest value.
+/// A larger one squares to infinity in the optimizer's second moment, and from there
+/// the weights go NaN, so such an update is skipped like a NaN one.
+const LARGEST_USABLE_GRADIENT: f64 = 1.8e19;
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    /// A NaN or an infinity of either sign in the loss or any gradient is caught;
-    /// large finite values are not mistaken for one.
+    /// A NaN or an infinity of either sign in the loss or any gradient is caught, and
+    /// so is a finite gradient whose square overflows f32; large usable ones pass.
     #[test]
     fn finiteness_check_catches_every_non_finite_value() {
         let loss = Tensor::from(0.5f32);
+        let huge = vec![Tensor::from_slice(&[1.0f32]), Tensor::from_slice(&[3e38f32, -3e38])];
+        assert!(!is_finite(&loss, &huge), "3e38 squares to infinity");
         let gradients =
-            || vec![Tensor::from_slice(&[1.0f32, -2.0]), Tensor::from_slice(&[3e38f32, -3e38])];
+            || vec![Tensor::from_slice(&[1.0f32, -2.0]), Tensor::from_slice(&[1e19f32, -1e19])];
         assert!(is_finite(&loss, &gradients()));
         for bad in [f32::NAN, f32::INFINITY, f32::NEG_INFINITY] {
             let mut poisoned = gradients();
