@@ -31,6 +31,9 @@ pub enum Command {
     Eval(EvalArgs),
     /// List environment ids with their action space and observation shape.
     Envs(EnvsArgs),
+    /// Show libtorch's version, whether its CUDA libraries are loaded, the CUDA version
+    /// they were built for, and the devices --gpu-ids can name.
+    Devices,
 }
 
 /// The shared optimizer.

@@ -1,5 +1,8 @@
-//! Choosing where models run from the GPU flags, with a clear refusal when a GPU
-//! asked for is not there.
+//! Devices: choosing where models run from the GPU flags, with a clear refusal when a
+//! GPU asked for is not there, and what this process's libtorch can do with CUDA
+//! (`a3g devices`).
+
+use std::path::{Path, PathBuf};
 
 use tch::{Cuda, Device};
 
@@ -42,13 +45,10 @@ fn cuda(gpu_id: i64, flag: &str) -> Result<Device> {
     if gpu_id < 0 {
         return Err(refuse("GPU ids start at 0; -1 runs on the CPU".into()));
     }
-    let count = Cuda::device_count();
+    let report = CudaReport::probe();
+    let count = report.devices;
     if count == 0 || !Cuda::is_available() {
-        return Err(refuse(
-            "no CUDA device is available on this machine (or libtorch was built without CUDA); \
-             pass -1 to run on the CPU"
-                .into(),
-        ));
+        return Err(refuse(format!("{}; pass -1 to run on the CPU", report.summary())));
     }
     if gpu_id >= count {
         let found: Vec<String> = (0..count).map(|index| format!("cuda:{index}")).collect();
@@ -59,6 +59,113 @@ fn cuda(gpu_id: i64, flag: &str) -> Result<Device> {
         )));
     }
     Ok(Device::Cuda(gpu_id as usize))
+}
+
+/// What this process's libtorch can do with CUDA: whether its CUDA libraries are
+/// loaded, the CUDA version they were built for, whether the NVIDIA driver is there,
+/// and how many devices it sees.
+#[derive(Clone, Debug)]
+pub struct CudaReport {
+    /// The folder of the libtorch_cpu.so this process loaded.
+    pub libtorch_dir: Option<PathBuf>,
+    /// That libtorch's version (`2.11.0+cu130`), read beside it: a Python wheel's
+    /// torch/version.py or a libtorch archive's build-version.
+    pub libtorch_version: Option<String>,
+    /// The CUDA runtime version libtorch_cuda was built for, as (major, minor); `None`
+    /// when libtorch_cuda is not loaded, so CUDA cannot be used at all.
+    pub cuda_runtime: Option<(i64, i64)>,
+    /// Whether the NVIDIA driver's library (libcuda.so) was loaded by the CUDA runtime
+    /// when it looked for devices.
+    pub driver_loaded: bool,
+    /// CUDA devices visible to libtorch.
+    pub devices: i64,
+}
+
+impl CudaReport {
+    /// Asks libtorch, and this process's own memory map, what CUDA can do here. It
+    /// initialises CUDA when its libraries are loaded, which takes a moment with a GPU.
+    pub fn probe() -> Self {
+        let cuda_runtime = tch::utils::has_cudart().then(|| {
+            // CUDART_VERSION: 1000 * major + 10 * minor.
+            let version = tch::utils::version_cudart();
+            (version / 1000, version % 1000 / 10)
+        });
+        // Counting devices is what makes the CUDA runtime open the driver's library.
+        let devices = if cuda_runtime.is_some() { Cuda::device_count() } else { 0 };
+        // Which libraries are loaded, from the paths in this process's memory map (the
+        // only field of a line that holds a '/').
+        let maps = std::fs::read_to_string("/proc/self/maps").unwrap_or_default();
+        let mapped: Vec<&Path> = maps
+            .lines()
+            .filter_map(|line| line.find('/').map(|at| Path::new(&line[at..])))
+            .collect();
+        fn file_name(path: &Path) -> &str {
+            path.file_name().and_then(|name| name.to_str()).unwrap_or("")
+        }
+        let driver_loaded = mapped.iter().any(|path| file_name(path).starts_with("libcuda.so"));
+        let libtorch_dir = mapped
+            .iter()
+            .find(|path| file_name(path) == "libtorch_cpu.so")
+            .and_then(|path| path.parent())
+            .map(Path::to_path_buf);
+        let libtorch_version = libtorch_dir.as_deref().and_then(libtorch_version);
+        CudaReport { libtorch_dir, libtorch_version, cuda_runtime, driver_loaded, devices }
+    }
+
+    /// CUDA's state on one line, such as "CUDA libraries loaded (built for CUDA 13.0);
+    /// no CUDA device (no driver: libcuda.so.1 is not installed)".
+    pub fn summary(&self) -> String {
+        let Some((major, minor)) = self.cuda_runtime else {
+            return "no CUDA libraries loaded (a CPU-only libtorch, or a3g was linked without \
+                    libtorch_cuda.so), so no CUDA device can be used"
+                .into();
+        };
+        let libraries = format!("CUDA libraries loaded (built for CUDA {major}.{minor})");
+        match (self.devices, self.driver_loaded) {
+            (0, false) => format!(
+                "{libraries}; no CUDA device (no driver: the NVIDIA driver's libcuda.so.1 is not installed)"
+            ),
+            (0, true) => format!(
+                "{libraries}; no CUDA device (the NVIDIA driver is installed but reports none: \
+                 check nvidia-smi and CUDA_VISIBLE_DEVICES)"
+            ),
+            (count, _) => {
+                let names: Vec<String> = (0..count).map(|index| format!("cuda:{index}")).collect();
+                format!("{libraries}; {count} CUDA device(s): {}", names.join(", "))
+            }
+        }
+    }
+}
+
+/// The version of the libtorch in `lib_dir`, from the files its distributions put
+/// beside the lib folder.
+fn libtorch_version(lib_dir: &Path) -> Option<String> {
+    let root = lib_dir.parent()?;
+    let from_wheel = std::fs::read_to_string(root.join("version.py")).ok().and_then(|text| {
+        let line = text.lines().find(|line| line.starts_with("__version__"))?;
+        Some(line.split(['\'', '"']).nth(1)?.to_string())
+    });
+    from_wheel
+        .or_else(|| std::fs::read_to_string(root.join("build-version")).ok())
+        .map(|version| version.trim().to_string())
+        .filter(|version| !version.is_empty())
+}
+
+/// Runs `a3g devices`: libtorch's version and folder, CUDA's state, and the devices a
+/// model can be put on.
+pub fn run() -> crate::Result<()> {
+    let report = CudaReport::probe();
+    let version = report.libtorch_version.as_deref().unwrap_or("of unknown version");
+    let folder = report
+        .libtorch_dir
+        .as_deref()
+        .map_or_else(|| "an unknown folder".to_string(), |dir| dir.display().to_string());
+    crate::console::say(&format!("libtorch {version} from {folder}"));
+    crate::console::say(&report.summary());
+    let mut devices = vec!["cpu (--gpu-ids -1)".to_string()];
+    devices.extend((0..report.devices).map(|index| format!("cuda:{index} (--gpu-ids {index})")));
+    crate::console::say(&format!("devices: {}", devices.join(", ")));
+    Ok(())
 }
 
 #[cfg(test)]

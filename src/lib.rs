@@ -17,7 +17,7 @@
 //! - [`checkpoint`]: saving and loading models, statistics and counters;
 //!   [`torch_file`]: reading PyTorch's `torch.save` state dicts.
 //! - [`eval`]: `a3g eval`, the evaluation over many games; [`gif`]: its recordings;
-//!   [`game_log`]: the per-game logs of train and eval; [`device`]: `--gpu-id`;
+//!   [`game_log`]: the per-game logs of train and eval; [`device`]: `--gpu-id`, `--gpu-ids` and `a3g devices`;
 //!   [`console`]: stdout for a command's output, stderr for the rest, neither fatal.
 //!
 //! # Terminology
@@ -57,5 +57,6 @@ pub fn run(cli: Cli) -> Result<()> {
         Command::Train(args) => train::run(&args),
         Command::Eval(args) => eval::run(&args),
         Command::Envs(args) => envs::run(&args),
+        Command::Devices => device::run(),
     }
 }
