@@ -61,6 +61,48 @@ fn cuda(gpu_id: i64, flag: &str) -> Result<Device> {
     Ok(Device::Cuda(gpu_id as usize))
 }
 
+/// The device of worker `rank`: `devices[rank mod n]`, as the reference maps its
+/// processes to `--gpu-ids`.
+pub fn for_worker(devices: &[Device], rank: usize) -> Device {
+    devices[rank % devices.len()]
+}
+
+/// A device as flags and logs write it: `cpu`, `cuda:0`.
+pub fn name(device: Device) -> String {
+    match device {
+        Device::Cuda(index) => format!("cuda:{index}"),
+        Device::Cpu => "cpu".into(),
+        other => format!("{other:?}").to_lowercase(),
+    }
+}
+
+/// Where `a3g train` puts what, on one line: worker i on `devices[i mod n]`, the test
+/// agent on the last device, the shared model and optimizer on the CPU.
+pub fn placement(devices: &[Device], workers: usize) -> String {
+    let mut parts: Vec<String> = devices
+        .iter()
+        .filter_map(|&device| {
+            let ranks: Vec<usize> =
+                (0..workers).filter(|&rank| for_worker(devices, rank) == device).collect();
+            let first = *ranks.first()?;
+            let listed = match ranks.len() {
+                1 => format!("worker {first}"),
+                count if devices.len() == 1 => format!("workers {first}-{}", first + count - 1),
+                _ => format!(
+                    "workers {}",
+                    ranks.iter().map(usize::to_string).collect::<Vec<_>>().join(", ")
+                ),
+            };
+            Some(format!("{listed} on {}", name(device)))
+        })
+        .collect();
+    if let Some(&last) = devices.last() {
+        parts.push(format!("test agent on {}", name(last)));
+    }
+    parts.push("shared model and optimizer on cpu".into());
+    format!("devices: {}", parts.join("; "))
+}
+
 /// What this process's libtorch can do with CUDA: whether its CUDA libraries are
 /// loaded, the CUDA version they were built for, whether the NVIDIA driver is there,
 /// and how many devices it sees.
@@ -184,5 +226,24 @@ mod tests {
         assert!(message(&[-2]).contains("GPU ids start at 0"));
         let beyond = message(&[99]);
         assert!(beyond.contains("--gpu-ids 99") && beyond.contains("-1"), "{beyond}");
+    }
+
+    /// The placement line follows the reference's mapping: worker i on ids[i mod n],
+    /// the test agent on the last id, the shared model on the CPU.
+    #[test]
+    fn placement_names_each_workers_device() {
+        assert_eq!(
+            placement(&[Device::Cpu], 16),
+            "devices: workers 0-15 on cpu; test agent on cpu; shared model and optimizer on cpu"
+        );
+        assert_eq!(
+            placement(&[Device::Cuda(0), Device::Cuda(1)], 5),
+            "devices: workers 0, 2, 4 on cuda:0; workers 1, 3 on cuda:1; test agent on cuda:1; \
+             shared model and optimizer on cpu"
+        );
+        assert_eq!(
+            placement(&[Device::Cuda(0), Device::Cuda(1)], 1),
+            "devices: worker 0 on cuda:0; test agent on cuda:1; shared model and optimizer on cpu"
+        );
     }
 }

@@ -87,3 +87,37 @@ fn gpu_ids_without_a_device_say_why() {
     let line = assert_one_line_error(&scratch.a3g_with_env(&eval, &hidden));
     assert!(line.contains("--gpu-id 0: ") && line.contains("no CUDA device"), "{line}");
 }
+
+/// scripts/gpu-proof where a3g can see no GPU stops before any training, with its
+/// error as the last line: on a machine without a driver at its first step, the driver
+/// check, with that one line alone; where there is a driver (the GPU hidden here by
+/// an empty CUDA_VISIBLE_DEVICES) at the next, a3g's own view of CUDA. No report is
+/// written.
+#[test]
+fn gpu_proof_without_a_gpu_stops_with_one_line() {
+    let scratch = Scratch::new("gpu-proof");
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/gpu-proof");
+    let output = Command::new(script)
+        .arg(scratch.path("report.md"))
+        .current_dir(scratch.path(""))
+        .env("A3G_BIN", env!("CARGO_BIN_EXE_a3g"))
+        .env("CUDA_VISIBLE_DEVICES", "")
+        .output()
+        .expect("run scripts/gpu-proof");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success(), "{stderr}");
+    assert_eq!(String::from_utf8_lossy(&output.stdout), "");
+    let lines: Vec<&str> = stderr.lines().collect();
+    let driver = Command::new("sh").args(["-c", "command -v nvidia-smi"]).output();
+    if driver.is_ok_and(|found| found.status.success()) {
+        let last = lines.last().copied().unwrap_or("");
+        assert!(last.starts_with("gpu-proof: error: a3g sees no CUDA device: "), "{stderr}");
+    } else {
+        assert_eq!(
+            lines,
+            ["gpu-proof: error: no NVIDIA driver (nvidia-smi is not installed); \
+              run this on a machine with an NVIDIA GPU and its driver"]
+        );
+    }
+    assert!(!scratch.path("report.md").exists());
+}
