@@ -197,6 +197,12 @@ pub struct TrainArgs {
     #[arg(long, default_value = "runs", help_heading = "Monitoring")]
     #[serde(serialize_with = "lossy_path")]
     pub tensorboard_dir: PathBuf,
+    /// Make the status line's milliseconds per phase exact on a GPU by waiting for the
+    /// device at every phase boundary (five more host syncs per rollout); without it the
+    /// GPU runs ahead and a phase can be charged with kernels queued before it.
+    #[arg(long, help_heading = "Monitoring")]
+    #[serde(default)]
+    pub profile_phases: bool,
 }
 
 /// A duration given as 90s, 10m, 2h or plain seconds, kept as written for the logs.

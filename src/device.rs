@@ -1,10 +1,12 @@
 //! Devices: choosing where models run from the GPU flags, with a clear refusal when a
-//! GPU asked for is not there, and what this process's libtorch can do with CUDA
-//! (`a3g devices`).
+//! GPU asked for is not there; what this process's libtorch can do with CUDA (`a3g
+//! devices`); and the host syncs, the reads and waits through which values come back
+//! from a device, each counted.
 
+use std::cell::Cell;
 use std::path::{Path, PathBuf};
 
-use tch::{Cuda, Device};
+use tch::{Cuda, Device, Kind, Tensor};
 
 use crate::error::{Error, Result};
 
@@ -65,6 +67,64 @@ fn cuda(gpu_id: i64, flag: &str) -> Result<Device> {
 /// processes to `--gpu-ids`.
 pub fn for_worker(devices: &[Device], rank: usize) -> Device {
     devices[rank % devices.len()]
+}
+
+thread_local! {
+    /// Host syncs this thread has made through [`read`], [`copy_to_host`] and
+    /// [`synchronize`].
+    static HOST_SYNCS: Cell<u64> = const { Cell::new(0) };
+}
+
+fn count_sync() {
+    HOST_SYNCS.with(|syncs| syncs.set(syncs.get() + 1));
+}
+
+/// Host syncs the calling thread has made so far. On a GPU each one stalls the thread
+/// until the device has run all the work queued before it, and a thread that syncs
+/// often keeps the GPU waiting for the next launch. On the CPU they cost nothing but
+/// are counted the same, so tests without a GPU check how often a GPU would wait.
+pub fn host_syncs() -> u64 {
+    HOST_SYNCS.with(Cell::get)
+}
+
+/// The values of `tensor`, flattened, as f64 on the host: one host sync. Every value
+/// a3g reads back from a model's device comes through here or [`copy_to_host`], so
+/// read what one decision needs in one call.
+pub fn read(tensor: &Tensor) -> Vec<f64> {
+    count_sync();
+    let host = tensor.detach().to_kind(Kind::Double).to_device(Device::Cpu).contiguous();
+    Vec::<f64>::try_from(host.reshape([-1])).expect("a double tensor converts to f64")
+}
+
+/// Copies `source` into `host`, a CPU tensor of its size and kind: one host sync. When
+/// `source` is `host` itself (a model on the CPU) nothing moves, but the sync is
+/// counted as the copy from a GPU would be.
+pub fn copy_to_host(source: &Tensor, host: &Tensor) {
+    count_sync();
+    if source.data_ptr() != host.data_ptr() {
+        let mut host = host.shallow_clone();
+        host.copy_(source);
+    }
+}
+
+/// Waits until `device` has run its queued work (on the CPU there is none): a host
+/// sync, made only to time phases (--profile-phases).
+pub fn synchronize(device: Device) {
+    count_sync();
+    if let Device::Cuda(index) = device {
+        Cuda::synchronize(index as i64);
+    }
+}
+
+/// `values` shaped `shape` on `device`, without a host sync: a copy to a GPU from
+/// ordinary memory waits for the device's queued work, so it goes through pinned
+/// memory and is queued behind that work instead.
+pub fn upload(values: &[f32], shape: &[i64], device: Device) -> Tensor {
+    let host = Tensor::from_slice(values).view(shape);
+    match device {
+        Device::Cpu => host,
+        _ => host.pin_memory(device).to_device_(device, Kind::Float, true, false),
+    }
 }
 
 /// A device as flags and logs write it: `cpu`, `cuda:0`.
@@ -226,6 +286,30 @@ mod tests {
         assert!(message(&[-2]).contains("GPU ids start at 0"));
         let beyond = message(&[99]);
         assert!(beyond.contains("--gpu-ids 99") && beyond.contains("-1"), "{beyond}");
+    }
+
+    /// The files that train, test and evaluate models move values between host and
+    /// device only through this module (outside their tests), so [`host_syncs`]
+    /// counts every sync they make, and uploads cannot wait on a GPU unseen.
+    #[test]
+    fn models_are_read_only_through_this_module() {
+        let files = [
+            ("agent.rs", include_str!("agent.rs")),
+            ("eval.rs", include_str!("eval.rs")),
+            ("gradients.rs", include_str!("gradients.rs")),
+            ("model.rs", include_str!("model.rs")),
+            ("rollout.rs", include_str!("rollout.rs")),
+            ("tester.rs", include_str!("tester.rs")),
+            ("worker.rs", include_str!("worker.rs")),
+        ];
+        let bypasses =
+            ["double_value(", "int64_value(", "f64_value(", "try_from(", "try_into(", "to_device("];
+        for (file, source) in files {
+            let code = source.split("#[cfg(test)]").next().unwrap_or_default();
+            for bypass in bypasses {
+                assert!(!code.contains(bypass), "{file} calls {bypass}) outside crate::device");
+            }
+        }
     }
 
     /// The placement line follows the reference's mapping: worker i on ids[i mod n],

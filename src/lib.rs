@@ -9,7 +9,8 @@
 //!   semantics and the reference's wrapper stack, and classic control.
 //! - [`envs`]: the `a3g envs` subcommand.
 //! - [`model`]: the actor-critic networks; [`agent`]: choosing actions from them.
-//! - [`rollout`]: returns, GAE and the loss; [`shared_optim`]: the shared optimizers.
+//! - [`rollout`]: returns, GAE and the loss; [`gradients`]: an update's gradients on
+//!   their way to the shared model; [`shared_optim`]: the shared optimizers.
 //! - [`worker`]: workers (environment, LSTM state, rollouts) and the training threads
 //!   that take them in turn; [`tester`]: the test agent's thread.
 //! - [`train`]: `a3g train`, which starts, watches and stops them; [`stop`]: how;
@@ -37,6 +38,7 @@ pub mod error;
 pub mod eval;
 pub mod game_log;
 pub mod gif;
+pub mod gradients;
 pub mod model;
 pub mod rollout;
 pub mod shared_optim;

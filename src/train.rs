@@ -156,6 +156,7 @@ pub fn run(args: &TrainArgs) -> Result<()> {
             rewards: RewardShaping { scale: args.reward_scale, clip: args.reward_clip.0 },
             seed: args.seed + rank as u64,
             counters: Arc::clone(&counters),
+            profile_phases: args.profile_phases,
         }));
     }
     console::say(&device::placement(&devices, workers));
