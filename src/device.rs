@@ -92,7 +92,14 @@ pub fn host_syncs() -> u64 {
 /// read what one decision needs in one call.
 pub fn read(tensor: &Tensor) -> Vec<f64> {
     count_sync();
-    let host = tensor.detach().to_kind(Kind::Double).to_device(Device::Cpu).contiguous();
+    host_values(&tensor.detach().to_kind(Kind::Double).to_device(Device::Cpu))
+}
+
+/// The values of `host`, a tensor in host memory (such as a buffer [`copy_to_host`]
+/// filled), flattened, as f64: no sync.
+pub fn host_values(host: &Tensor) -> Vec<f64> {
+    assert_eq!(host.device(), Device::Cpu, "host_values reads host memory only");
+    let host = host.to_kind(Kind::Double).contiguous();
     Vec::<f64>::try_from(host.reshape([-1])).expect("a double tensor converts to f64")
 }
 
@@ -123,8 +130,15 @@ pub fn upload(values: &[f32], shape: &[i64], device: Device) -> Tensor {
     let host = Tensor::from_slice(values).view(shape);
     match device {
         Device::Cpu => host,
-        _ => host.pin_memory(device).to_device_(device, Kind::Float, true, false),
+        _ => pinned(&host, device).to_device_(device, Kind::Float, true, false),
     }
+}
+
+/// A copy of `host` in pinned memory, which `device` copies to and from directly. Not
+/// tch's `pin_memory`: it always passes libtorch a device, and libtorch warns on every
+/// call that passing one is deprecated; `_pin_memory` takes it without a word.
+pub fn pinned(host: &Tensor, device: Device) -> Tensor {
+    host.internal_pin_memory(device)
 }
 
 /// A device as flags and logs write it: `cpu`, `cuda:0`.

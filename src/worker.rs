@@ -26,7 +26,7 @@ use crate::device;
 use crate::env::rng::Rng;
 use crate::env::{ActionSpace, Env};
 use crate::error::{Error, Result};
-use crate::gradients;
+use crate::gradients::GradientBuffer;
 use crate::model::{ActorCritic, LstmState, ModelSpec};
 use crate::rollout::{LossConfig, RewardShaping, Rollout};
 use crate::shared_optim::SharedOptimizer;
@@ -113,15 +113,18 @@ struct LocalModel {
     model: ActorCritic,
     /// The model's parameters in its parameter order (that of the shared handles).
     parameters: Vec<Tensor>,
+    /// Where the parameters' gradients live, and their way to the shared model.
+    gradients: GradientBuffer,
 }
 
 impl LocalModel {
     fn new(spec: &ModelSpec, device: Device) -> Self {
         let store = nn::VarStore::new(device);
         let model = ActorCritic::new(&store, spec);
-        let parameters =
+        let parameters: Vec<Tensor> =
             model.parameters().iter().map(|(_, tensor)| tensor.shallow_clone()).collect();
-        LocalModel { _store: store, model, parameters }
+        let gradients = GradientBuffer::new(&parameters, device);
+        LocalModel { _store: store, model, parameters, gradients }
     }
 }
 
@@ -325,32 +328,22 @@ impl Worker {
         Some(Collected { rollout, bootstrap, clock })
     }
 
-    /// Backpropagates a rollout's loss and applies its gradients to the shared model:
-    /// one host sync, which checks the gradients and reads the loss terms together
-    /// (plus, from a GPU, the gradients' copies).
+    /// Backpropagates a rollout's loss and applies its gradients to the shared model,
+    /// with one host sync: the copy that brings the gradients, their check and the
+    /// loss terms to the host together.
     fn apply_update(&mut self, local: &LocalModel, collected: Collected) -> Result<()> {
         let Collected { rollout, bootstrap, mut clock } = collected;
-        let local_parameters = &local.parameters;
         let setup = &mut self.setup;
-        let device = setup.device;
-        let profile = setup.profile_phases.then_some(device);
+        let profile = setup.profile_phases.then_some(setup.device);
         let phases = &setup.counters.phases;
         let loss = rollout.loss(bootstrap, &setup.loss);
-        for parameter in local_parameters {
-            let mut parameter = parameter.shallow_clone();
-            parameter.zero_grad();
-        }
+        local.gradients.zero();
         loss.total.backward();
         lap(&phases.backward, &mut clock, profile);
-        let gradients: Vec<Tensor> =
-            local_parameters.iter().map(|parameter| parameter.grad()).collect();
-        // Checked where they were computed, so a skipped update copies nothing.
-        let checked = gradients::check(&loss, &gradients);
-        let gradients =
-            if checked.finite { gradients::to_host(gradients, device) } else { Vec::new() };
+        let checked = local.gradients.transfer(&loss);
         lap(&phases.push, &mut clock, profile);
         if checked.finite {
-            setup.optimizer.step(&setup.shared_parameters, &gradients);
+            setup.optimizer.step(&setup.shared_parameters, local.gradients.host_gradients());
             lap(&phases.step, &mut clock, profile);
             setup.counters.updates.fetch_add(1, Ordering::Relaxed);
             setup.counters.consecutive_skips.store(0, Ordering::Relaxed);
@@ -431,13 +424,18 @@ mod tests {
     /// once: the read that checks the gradients and brings back the loss terms. Playing
     /// the rollout syncs once per agent step and once for the bootstrap value. With
     /// --profile-phases each of the five phase boundaries adds one. Counted on the CPU,
-    /// where the same calls would each be a sync on a GPU.
+    /// where the same calls would each be a sync on a GPU, and on cuda:0 where CUDA
+    /// sees one.
     #[test]
     fn an_update_syncs_with_the_host_once() {
-        for (env_id, profile) in
+        let mut devices = vec![Device::Cpu];
+        devices.extend(tch::Cuda::is_available().then_some(Device::Cuda(0)));
+        let cases = devices.iter().flat_map(|&device| {
             [("CartPole-v1", false), ("PongDeterministic-v4", false), ("CartPole-v1", true)]
-        {
-            let (mut worker, local) = worker(env_id, Device::Cpu, profile);
+                .map(|(env_id, profile)| (env_id, device, profile))
+        });
+        for (env_id, device, profile) in cases {
+            let (mut worker, local) = worker(env_id, device, profile);
             let stop = Stop::default();
             for rollout in 0..3 {
                 let before = device::host_syncs();
@@ -475,6 +473,12 @@ mod tests {
                 let on = |what: &str, tensor: &Tensor| {
                     assert_eq!(tensor.device(), device, "{what} of worker {rank} on {env_id}");
                 };
+                on("the gradient buffer", &local.gradients.flat);
+                for host in local.gradients.host_gradients() {
+                    assert_eq!(host.device(), Device::Cpu, "a gradient's host copy");
+                    // Pinned from a GPU, for a faster copy (and asking the CPU is an error).
+                    assert!(device == Device::Cpu || host.is_pinned(device), "not pinned");
+                }
                 let walk_model_and_state = |worker: &Worker| {
                     for parameter in &local.parameters {
                         on("a local parameter", parameter);
