@@ -476,7 +476,8 @@ mod tests {
                 on("the gradient buffer", &local.gradients.flat);
                 for host in local.gradients.host_gradients() {
                     assert_eq!(host.device(), Device::Cpu, "a gradient's host copy");
-                    // Pinned from a GPU, for a faster copy (and asking the CPU is an error).
+                    // Pinned from a GPU, for a faster copy. (tch's is_pinned always passes
+                    // a device, which libtorch warns is deprecated: only here, in a test.)
                     assert!(device == Device::Cpu || host.is_pinned(device), "not pinned");
                 }
                 let walk_model_and_state = |worker: &Worker| {
