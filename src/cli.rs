@@ -31,6 +31,9 @@ pub enum Command {
     Eval(EvalArgs),
     /// List environment ids with their action space and observation shape.
     Envs(EnvsArgs),
+    /// Show libtorch's version, whether its CUDA libraries are loaded, the CUDA version
+    /// they were built for, and the devices --gpu-ids can name.
+    Devices,
 }
 
 /// The Atari network (`--model`).
@@ -234,6 +237,12 @@ pub struct TrainArgs {
     #[arg(long, default_value = "runs", help_heading = "Monitoring")]
     #[serde(serialize_with = "lossy_path")]
     pub tensorboard_dir: PathBuf,
+    /// Make the status line's milliseconds per phase exact on a GPU by waiting for the
+    /// device at every phase boundary (five more host syncs per rollout); without it the
+    /// GPU runs ahead and a phase can be charged with kernels queued before it.
+    #[arg(long, help_heading = "Monitoring")]
+    #[serde(default)]
+    pub profile_phases: bool,
 }
 
 /// A duration given as 90s, 10m, 2h or plain seconds, kept as written for the logs.

@@ -1,7 +1,12 @@
-//! Choosing where models run from the GPU flags, with a clear refusal when a GPU
-//! asked for is not there.
+//! Devices: choosing where models run from the GPU flags, with a clear refusal when a
+//! GPU asked for is not there; what this process's libtorch can do with CUDA (`a3g
+//! devices`); and the host syncs, the reads and waits through which values come back
+//! from a device, each counted.
 
-use tch::{Cuda, Device};
+use std::cell::Cell;
+use std::path::{Path, PathBuf};
+
+use tch::{Cuda, Device, Kind, Tensor};
 
 use crate::error::{Error, Result};
 
@@ -42,13 +47,10 @@ fn cuda(gpu_id: i64, flag: &str) -> Result<Device> {
     if gpu_id < 0 {
         return Err(refuse("GPU ids start at 0; -1 runs on the CPU".into()));
     }
-    let count = Cuda::device_count();
+    let report = CudaReport::probe();
+    let count = report.devices;
     if count == 0 || !Cuda::is_available() {
-        return Err(refuse(
-            "no CUDA device is available on this machine (or libtorch was built without CUDA); \
-             pass -1 to run on the CPU"
-                .into(),
-        ));
+        return Err(refuse(format!("{}; pass -1 to run on the CPU", report.summary())));
     }
     if gpu_id >= count {
         let found: Vec<String> = (0..count).map(|index| format!("cuda:{index}")).collect();
@@ -59,6 +61,227 @@ fn cuda(gpu_id: i64, flag: &str) -> Result<Device> {
         )));
     }
     Ok(Device::Cuda(gpu_id as usize))
+}
+
+/// The device of worker `rank`: `devices[rank mod n]`, as the reference maps its
+/// processes to `--gpu-ids`.
+pub fn for_worker(devices: &[Device], rank: usize) -> Device {
+    devices[rank % devices.len()]
+}
+
+thread_local! {
+    /// Host syncs this thread has made through [`read`], [`copy_to_host`] and
+    /// [`synchronize`].
+    static HOST_SYNCS: Cell<u64> = const { Cell::new(0) };
+}
+
+fn count_sync() {
+    HOST_SYNCS.with(|syncs| syncs.set(syncs.get() + 1));
+}
+
+/// Host syncs the calling thread has made so far. On a GPU each one stalls the thread
+/// until the device has run all the work queued before it, and a thread that syncs
+/// often keeps the GPU waiting for the next launch. On the CPU they cost nothing but
+/// are counted the same, so tests without a GPU check how often a GPU would wait.
+pub fn host_syncs() -> u64 {
+    HOST_SYNCS.with(Cell::get)
+}
+
+/// The values of `tensor`, flattened, as f64 on the host: one host sync. Every value
+/// a3g reads back from a model's device comes through here or [`copy_to_host`], so
+/// read what one decision needs in one call.
+pub fn read(tensor: &Tensor) -> Vec<f64> {
+    count_sync();
+    host_values(&tensor.detach().to_kind(Kind::Double).to_device(Device::Cpu))
+}
+
+/// The values of `host`, a tensor in host memory (such as a buffer [`copy_to_host`]
+/// filled), flattened, as f64: no sync.
+pub fn host_values(host: &Tensor) -> Vec<f64> {
+    assert_eq!(host.device(), Device::Cpu, "host_values reads host memory only");
+    let host = host.to_kind(Kind::Double).contiguous();
+    Vec::<f64>::try_from(host.reshape([-1])).expect("a double tensor converts to f64")
+}
+
+/// Copies `source` into `host`, a CPU tensor of its size and kind: one host sync. When
+/// `source` is `host` itself (a model on the CPU) nothing moves, but the sync is
+/// counted as the copy from a GPU would be.
+pub fn copy_to_host(source: &Tensor, host: &Tensor) {
+    count_sync();
+    if source.data_ptr() != host.data_ptr() {
+        let mut host = host.shallow_clone();
+        host.copy_(source);
+    }
+}
+
+/// Waits until `device` has run its queued work (on the CPU there is none): a host
+/// sync, made only to time phases (--profile-phases).
+pub fn synchronize(device: Device) {
+    count_sync();
+    if let Device::Cuda(index) = device {
+        Cuda::synchronize(index as i64);
+    }
+}
+
+/// `values` shaped `shape` on `device`, without a host sync: a copy to a GPU from
+/// ordinary memory waits for the device's queued work, so it goes through pinned
+/// memory and is queued behind that work instead.
+pub fn upload(values: &[f32], shape: &[i64], device: Device) -> Tensor {
+    let host = Tensor::from_slice(values).view(shape);
+    match device {
+        Device::Cpu => host,
+        _ => pinned(&host, device).to_device_(device, Kind::Float, true, false),
+    }
+}
+
+/// A copy of `host` in pinned memory, which `device` copies to and from directly. Not
+/// tch's `pin_memory`: it always passes libtorch a device, and libtorch warns on every
+/// call that passing one is deprecated; `_pin_memory` takes it without a word.
+pub fn pinned(host: &Tensor, device: Device) -> Tensor {
+    host.internal_pin_memory(device)
+}
+
+/// A device as flags and logs write it: `cpu`, `cuda:0`.
+pub fn name(device: Device) -> String {
+    match device {
+        Device::Cuda(index) => format!("cuda:{index}"),
+        Device::Cpu => "cpu".into(),
+        other => format!("{other:?}").to_lowercase(),
+    }
+}
+
+/// Where `a3g train` puts what, on one line: worker i on `devices[i mod n]`, the test
+/// agent on the last device, the shared model and optimizer on the CPU.
+pub fn placement(devices: &[Device], workers: usize) -> String {
+    let mut parts: Vec<String> = devices
+        .iter()
+        .filter_map(|&device| {
+            let ranks: Vec<usize> =
+                (0..workers).filter(|&rank| for_worker(devices, rank) == device).collect();
+            let first = *ranks.first()?;
+            let listed = match ranks.len() {
+                1 => format!("worker {first}"),
+                count if devices.len() == 1 => format!("workers {first}-{}", first + count - 1),
+                _ => format!(
+                    "workers {}",
+                    ranks.iter().map(usize::to_string).collect::<Vec<_>>().join(", ")
+                ),
+            };
+            Some(format!("{listed} on {}", name(device)))
+        })
+        .collect();
+    if let Some(&last) = devices.last() {
+        parts.push(format!("test agent on {}", name(last)));
+    }
+    parts.push("shared model and optimizer on cpu".into());
+    format!("devices: {}", parts.join("; "))
+}
+
+/// What this process's libtorch can do with CUDA: whether its CUDA libraries are
+/// loaded, the CUDA version they were built for, whether the NVIDIA driver is there,
+/// and how many devices it sees.
+#[derive(Clone, Debug)]
+pub struct CudaReport {
+    /// The folder of the libtorch_cpu.so this process loaded.
+    pub libtorch_dir: Option<PathBuf>,
+    /// That libtorch's version (`2.11.0+cu130`), read beside it: a Python wheel's
+    /// torch/version.py or a libtorch archive's build-version.
+    pub libtorch_version: Option<String>,
+    /// The CUDA runtime version libtorch_cuda was built for, as (major, minor); `None`
+    /// when libtorch_cuda is not loaded, so CUDA cannot be used at all.
+    pub cuda_runtime: Option<(i64, i64)>,
+    /// Whether the NVIDIA driver's library (libcuda.so) was loaded by the CUDA runtime
+    /// when it looked for devices.
+    pub driver_loaded: bool,
+    /// CUDA devices visible to libtorch.
+    pub devices: i64,
+}
+
+impl CudaReport {
+    /// Asks libtorch, and this process's own memory map, what CUDA can do here. It
+    /// initialises CUDA when its libraries are loaded, which takes a moment with a GPU.
+    pub fn probe() -> Self {
+        let cuda_runtime = tch::utils::has_cudart().then(|| {
+            // CUDART_VERSION: 1000 * major + 10 * minor.
+            let version = tch::utils::version_cudart();
+            (version / 1000, version % 1000 / 10)
+        });
+        // Counting devices is what makes the CUDA runtime open the driver's library.
+        let devices = if cuda_runtime.is_some() { Cuda::device_count() } else { 0 };
+        // Which libraries are loaded, from the paths in this process's memory map (the
+        // only field of a line that holds a '/').
+        let maps = std::fs::read_to_string("/proc/self/maps").unwrap_or_default();
+        let mapped: Vec<&Path> = maps
+            .lines()
+            .filter_map(|line| line.find('/').map(|at| Path::new(&line[at..])))
+            .collect();
+        fn file_name(path: &Path) -> &str {
+            path.file_name().and_then(|name| name.to_str()).unwrap_or("")
+        }
+        let driver_loaded = mapped.iter().any(|path| file_name(path).starts_with("libcuda.so"));
+        let libtorch_dir = mapped
+            .iter()
+            .find(|path| file_name(path) == "libtorch_cpu.so")
+            .and_then(|path| path.parent())
+            .map(Path::to_path_buf);
+        let libtorch_version = libtorch_dir.as_deref().and_then(libtorch_version);
+        CudaReport { libtorch_dir, libtorch_version, cuda_runtime, driver_loaded, devices }
+    }
+
+    /// CUDA's state on one line, such as "CUDA libraries loaded (built for CUDA 13.0);
+    /// no CUDA device (no driver: libcuda.so.1 is not installed)".
+    pub fn summary(&self) -> String {
+        let Some((major, minor)) = self.cuda_runtime else {
+            return "no CUDA libraries loaded (a CPU-only libtorch, or a3g was linked without \
+                    libtorch_cuda.so), so no CUDA device can be used"
+                .into();
+        };
+        let libraries = format!("CUDA libraries loaded (built for CUDA {major}.{minor})");
+        match (self.devices, self.driver_loaded) {
+            (0, false) => format!(
+                "{libraries}; no CUDA device (no driver: the NVIDIA driver's libcuda.so.1 is not installed)"
+            ),
+            (0, true) => format!(
+                "{libraries}; no CUDA device (the NVIDIA driver is installed but reports none: \
+                 check nvidia-smi and CUDA_VISIBLE_DEVICES)"
+            ),
+            (count, _) => {
+                let names: Vec<String> = (0..count).map(|index| format!("cuda:{index}")).collect();
+                format!("{libraries}; {count} CUDA device(s): {}", names.join(", "))
+            }
+        }
+    }
+}
+
+/// The version of the libtorch in `lib_dir`, from the files its distributions put
+/// beside the lib folder.
+fn libtorch_version(lib_dir: &Path) -> Option<String> {
+    let root = lib_dir.parent()?;
+    let from_wheel = std::fs::read_to_string(root.join("version.py")).ok().and_then(|text| {
+        let line = text.lines().find(|line| line.starts_with("__version__"))?;
+        Some(line.split(['\'', '"']).nth(1)?.to_string())
+    });
+    from_wheel
+        .or_else(|| std::fs::read_to_string(root.join("build-version")).ok())
+        .map(|version| version.trim().to_string())
+        .filter(|version| !version.is_empty())
+}
+
+/// Runs `a3g devices`: libtorch's version and folder, CUDA's state, and the devices a
+/// model can be put on.
+pub fn run() -> crate::Result<()> {
+    let report = CudaReport::probe();
+    let version = report.libtorch_version.as_deref().unwrap_or("of unknown version");
+    let folder = report
+        .libtorch_dir
+        .as_deref()
+        .map_or_else(|| "an unknown folder".to_string(), |dir| dir.display().to_string());
+    crate::console::say(&format!("libtorch {version} from {folder}"));
+    crate::console::say(&report.summary());
+    let mut devices = vec!["cpu (--gpu-ids -1)".to_string()];
+    devices.extend((0..report.devices).map(|index| format!("cuda:{index} (--gpu-ids {index})")));
+    crate::console::say(&format!("devices: {}", devices.join(", ")));
+    Ok(())
 }
 
 #[cfg(test)]
@@ -77,5 +300,48 @@ mod tests {
         assert!(message(&[-2]).contains("GPU ids start at 0"));
         let beyond = message(&[99]);
         assert!(beyond.contains("--gpu-ids 99") && beyond.contains("-1"), "{beyond}");
+    }
+
+    /// The files that train, test and evaluate models move values between host and
+    /// device only through this module (outside their tests), so [`host_syncs`]
+    /// counts every sync they make, and uploads cannot wait on a GPU unseen.
+    #[test]
+    fn models_are_read_only_through_this_module() {
+        let files = [
+            ("agent.rs", include_str!("agent.rs")),
+            ("eval.rs", include_str!("eval.rs")),
+            ("gradients.rs", include_str!("gradients.rs")),
+            ("model.rs", include_str!("model.rs")),
+            ("rollout.rs", include_str!("rollout.rs")),
+            ("tester.rs", include_str!("tester.rs")),
+            ("worker.rs", include_str!("worker.rs")),
+        ];
+        let bypasses =
+            ["double_value(", "int64_value(", "f64_value(", "try_from(", "try_into(", "to_device("];
+        for (file, source) in files {
+            let code = source.split("#[cfg(test)]").next().unwrap_or_default();
+            for bypass in bypasses {
+                assert!(!code.contains(bypass), "{file} calls {bypass}) outside crate::device");
+            }
+        }
+    }
+
+    /// The placement line follows the reference's mapping: worker i on ids[i mod n],
+    /// the test agent on the last id, the shared model on the CPU.
+    #[test]
+    fn placement_names_each_workers_device() {
+        assert_eq!(
+            placement(&[Device::Cpu], 16),
+            "devices: workers 0-15 on cpu; test agent on cpu; shared model and optimizer on cpu"
+        );
+        assert_eq!(
+            placement(&[Device::Cuda(0), Device::Cuda(1)], 5),
+            "devices: workers 0, 2, 4 on cuda:0; workers 1, 3 on cuda:1; test agent on cuda:1; \
+             shared model and optimizer on cpu"
+        );
+        assert_eq!(
+            placement(&[Device::Cuda(0), Device::Cuda(1)], 1),
+            "devices: worker 0 on cuda:0; test agent on cuda:1; shared model and optimizer on cpu"
+        );
     }
 }

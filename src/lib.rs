@@ -9,7 +9,8 @@
 //!   semantics and the reference's wrapper stack, and classic control.
 //! - [`envs`]: the `a3g envs` subcommand.
 //! - [`model`]: the actor-critic networks; [`agent`]: choosing actions from them.
-//! - [`rollout`]: returns, GAE and the loss; [`shared_optim`]: the shared optimizers.
+//! - [`rollout`]: returns, GAE and the loss; [`gradients`]: an update's gradients on
+//!   their way to the shared model; [`shared_optim`]: the shared optimizers.
 //! - [`worker`]: workers (environment, LSTM state, rollouts) and the training threads
 //!   that take them in turn; [`tester`]: the test agent's thread.
 //! - [`train`]: `a3g train`, which starts, watches and stops them; [`stop`]: how;
@@ -17,7 +18,7 @@
 //! - [`checkpoint`]: saving and loading models, statistics and counters;
 //!   [`torch_file`]: reading PyTorch's `torch.save` state dicts.
 //! - [`eval`]: `a3g eval`, the evaluation over many games; [`gif`]: its recordings;
-//!   [`game_log`]: the per-game logs of train and eval; [`device`]: `--gpu-id`;
+//!   [`game_log`]: the per-game logs of train and eval; [`device`]: `--gpu-id`, `--gpu-ids` and `a3g devices`;
 //!   [`console`]: stdout for a command's output, stderr for the rest, neither fatal.
 //!
 //! # Terminology
@@ -37,6 +38,7 @@ pub mod error;
 pub mod eval;
 pub mod game_log;
 pub mod gif;
+pub mod gradients;
 pub mod model;
 pub mod rollout;
 pub mod shared_optim;
@@ -57,5 +59,6 @@ pub fn run(cli: Cli) -> Result<()> {
         Command::Train(args) => train::run(&args),
         Command::Eval(args) => eval::run(&args),
         Command::Envs(args) => envs::run(&args),
+        Command::Devices => device::run(),
     }
 }

@@ -40,6 +40,9 @@ impl RewardShaping {
 pub struct Rollout {
     /// Critic values, each `[1, 1]`.
     pub values: Vec<Tensor>,
+    /// The same values as read on the host with each step's action: what the returns
+    /// and advantages are computed from, so the loss needs no read of its own.
+    pub value_estimates: Vec<f64>,
     /// Log-probability of the action taken, each `[1]` (summed over dimensions for
     /// continuous actions).
     pub log_probs: Vec<Tensor>,
@@ -110,21 +113,22 @@ impl Rollout {
         self.rewards.is_empty()
     }
 
-    /// The loss of this rollout; `bootstrap` is the value after its last step.
+    /// The loss of this rollout; `bootstrap` is the value after its last step. It
+    /// reads nothing back from the device: the targets come from the values already
+    /// on the host and go to the device without waiting on it.
     pub fn loss(&self, bootstrap: f64, config: &LossConfig) -> Loss {
         let values = Tensor::cat(&self.values, 0).view([-1]);
-        let value_numbers: Vec<f64> =
-            Vec::<f32>::try_from(values.detach().to_device(tch::Device::Cpu))
-                .expect("f32 values")
-                .into_iter()
-                .map(f64::from)
-                .collect();
-        let targets =
-            compute_targets(&self.rewards, &value_numbers, bootstrap, config.gamma, config.tau);
+        let targets = compute_targets(
+            &self.rewards,
+            &self.value_estimates,
+            bootstrap,
+            config.gamma,
+            config.tau,
+        );
         let device = values.device();
         let to_tensor = |numbers: &[f64]| {
-            Tensor::from_slice(&numbers.iter().map(|&x| x as f32).collect::<Vec<f32>>())
-                .to_device(device)
+            let numbers: Vec<f32> = numbers.iter().map(|&x| x as f32).collect();
+            crate::device::upload(&numbers, &[-1], device)
         };
         let returns = to_tensor(&targets.returns);
         let advantages = to_tensor(&targets.advantages);
@@ -192,6 +196,7 @@ mod tests {
     fn loss_terms_by_hand() {
         let rollout = Rollout {
             values: vec![Tensor::from_slice(&[0.5f32]).view([1, 1])],
+            value_estimates: vec![0.5],
             log_probs: vec![Tensor::from_slice(&[-0.7f32])],
             entropies: vec![Tensor::from_slice(&[1.2f32])],
             rewards: vec![1.0],

@@ -54,7 +54,7 @@ pub fn play_greedy_game(
         if stop.is_some_and(|stop| length % 64 == 0 && stop.requested()) {
             return Ok(None);
         }
-        let input = Tensor::from_slice(&observation).view(batch_shape.as_slice()).to_device(device);
+        let input = crate::device::upload(&observation, &batch_shape, device);
         let output = model.forward(&input, &state);
         let step = env.step(&agent::greedy(&output.policy, action_space.bounds()));
         reward += f64::from(step.reward);
@@ -120,15 +120,14 @@ impl TestAgent {
                 |_| Ok(()),
             );
             let Ok(Some((reward, length))) = played else { break };
+            // Copies, even on the CPU: the local model changes with the next pull.
             let weights = tch::no_grad(|| {
                 local
                     .iter()
                     .map(|tensor| {
-                        if device == Device::Cpu {
-                            tensor.copy()
-                        } else {
-                            tensor.to_device(Device::Cpu)
-                        }
+                        let host = Tensor::empty(tensor.size(), (tensor.kind(), Device::Cpu));
+                        crate::device::copy_to_host(tensor, &host);
+                        host
                     })
                     .collect()
             });

@@ -141,7 +141,7 @@ pub fn run(args: &TrainArgs) -> Result<()> {
         };
         queued[rank % devices.len()].push(Worker::new(WorkerSetup {
             rank,
-            device: devices[rank % devices.len()],
+            device: device::for_worker(&devices, rank),
             env,
             spec: spec.clone(),
             shared_parameters: shared_parameters(),
@@ -156,8 +156,10 @@ pub fn run(args: &TrainArgs) -> Result<()> {
             rewards: RewardShaping { scale: args.reward_scale, clip: args.reward_clip.0 },
             seed: args.seed + rank as u64,
             counters: Arc::clone(&counters),
+            profile_phases: args.profile_phases,
         }));
     }
+    console::say(&device::placement(&devices, workers));
     let queues: Vec<WorkerQueue> = queued.into_iter().map(WorkerQueue::new).collect();
     let (results_tx, results) = channel::unbounded::<EpisodeStats>();
     let mut handles = Vec::new();

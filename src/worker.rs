@@ -19,12 +19,14 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crossbeam::channel::{Receiver, RecvTimeoutError, Sender};
-use tch::{nn, Device, Kind, Tensor};
+use tch::{nn, Device, Tensor};
 
 use crate::agent;
+use crate::device;
 use crate::env::rng::Rng;
 use crate::env::{ActionSpace, Env};
 use crate::error::{Error, Result};
+use crate::gradients::GradientBuffer;
 use crate::model::{ActorCritic, LstmState, ModelSpec};
 use crate::rollout::{LossConfig, RewardShaping, Rollout};
 use crate::shared_optim::SharedOptimizer;
@@ -90,12 +92,14 @@ fn add_f64(counter: &AtomicU64, value: f64) {
     });
 }
 
-/// Adds the time since `*since` to `counter` and restarts the clock. On a GPU it
-/// first waits for the device's queued work, so that a phase is charged with its own
-/// kernels rather than with whichever later phase happens to wait for them.
-fn lap(counter: &AtomicU64, since: &mut Instant, device: Device) {
-    if let Device::Cuda(index) = device {
-        tch::Cuda::synchronize(index as i64);
+/// Adds the time since `*since` to `counter` and restarts the clock. With
+/// --profile-phases (`wait_for` is the worker's device) it first waits for the device's
+/// queued work, so that a phase is charged with its own kernels rather than with
+/// whichever later phase happens to wait for them; without it a GPU is not kept idle
+/// for the sake of the figures.
+fn lap(counter: &AtomicU64, since: &mut Instant, wait_for: Option<Device>) {
+    if let Some(device) = wait_for {
+        device::synchronize(device);
     }
     let now = Instant::now();
     counter.fetch_add((now - *since).as_nanos() as u64, Ordering::Relaxed);
@@ -109,16 +113,28 @@ struct LocalModel {
     model: ActorCritic,
     /// The model's parameters in its parameter order (that of the shared handles).
     parameters: Vec<Tensor>,
+    /// Where the parameters' gradients live, and their way to the shared model.
+    gradients: GradientBuffer,
 }
 
 impl LocalModel {
     fn new(spec: &ModelSpec, device: Device) -> Self {
         let store = nn::VarStore::new(device);
         let model = ActorCritic::new(&store, spec);
-        let parameters =
+        let parameters: Vec<Tensor> =
             model.parameters().iter().map(|(_, tensor)| tensor.shallow_clone()).collect();
-        LocalModel { _store: store, model, parameters }
+        let gradients = GradientBuffer::new(&parameters, device);
+        LocalModel { _store: store, model, parameters, gradients }
     }
+}
+
+/// A played rollout on its way to its update.
+struct Collected {
+    rollout: Rollout,
+    /// The critic's value after the last step; 0 if the episode ended.
+    bootstrap: f64,
+    /// When the rollout phase ended: the update's phases are timed from here.
+    clock: Instant,
 }
 
 /// The workers waiting for a training thread, first in first out, so they take turns.
@@ -195,6 +211,8 @@ pub struct WorkerSetup {
     pub rewards: RewardShaping,
     pub seed: u64,
     pub counters: Arc<Counters>,
+    /// Wait for the device at each phase boundary, so phase times are exact on a GPU.
+    pub profile_phases: bool,
 }
 
 /// One worker: its setup and where its game stands between rollouts.
@@ -242,29 +260,46 @@ impl Worker {
     /// request abandons the rollout at the next agent step, so that a stop is seen
     /// within one step however long rollouts are.
     fn train_one_rollout(&mut self, local: &LocalModel, stop: &Stop) -> Result<()> {
+        match self.collect_rollout(local, stop) {
+            Some(collected) => self.apply_update(local, collected),
+            None => Ok(()),
+        }
+    }
+
+    /// Pulls the shared weights and plays one rollout: one host sync per agent step
+    /// (the action's probabilities with the critic's value) and one for the bootstrap
+    /// value. `None` if a stop came first.
+    fn collect_rollout(&mut self, local: &LocalModel, stop: &Stop) -> Option<Collected> {
         let LocalModel { model, parameters: local_parameters, .. } = local;
         let setup = &mut self.setup;
         let device = setup.device;
+        let profile = setup.profile_phases.then_some(device);
         let batch_shape = self.batch_shape.as_slice();
         let phases = &setup.counters.phases;
         let mut clock = Instant::now();
         pull(&setup.shared_parameters, local_parameters);
-        lap(&phases.pull, &mut clock, device);
+        lap(&phases.pull, &mut clock, profile);
         let mut state =
             if self.done { LstmState::zeros(&setup.spec, device) } else { self.state.detached() };
         let mut done = false;
         let mut rollout = Rollout::default();
         for _ in 0..setup.num_steps {
             if stop.requested() {
-                return Ok(());
+                return None;
             }
-            let input = Tensor::from_slice(&self.observation).view(batch_shape).to_device(device);
+            let input = device::upload(&self.observation, batch_shape, device);
             let output = model.forward(&input, &state);
-            let sampled = agent::sample(&output.policy, &mut self.rng, self.action_space.bounds());
+            let sampled = agent::sample(
+                &output.policy,
+                &output.value,
+                &mut self.rng,
+                self.action_space.bounds(),
+            );
             let step = setup.env.step(&sampled.action);
             self.episode_length += 1;
             done = step.done() || self.episode_length >= setup.max_episode_length;
             rollout.values.push(output.value);
+            rollout.value_estimates.push(sampled.value);
             rollout.log_probs.push(sampled.log_prob);
             rollout.entropies.push(sampled.entropy);
             // Shaped for learning only; scores stay raw.
@@ -284,39 +319,44 @@ impl Worker {
             self.observation = setup.env.reset(None);
             0.0
         } else {
-            let input = Tensor::from_slice(&self.observation).view(batch_shape).to_device(device);
-            tch::no_grad(|| model.forward(&input, &state).value.double_value(&[0, 0]))
+            let input = device::upload(&self.observation, batch_shape, device);
+            tch::no_grad(|| device::read(&model.forward(&input, &state).value)[0])
         };
         self.state = state.detached();
         self.done = done;
-        lap(&phases.rollout, &mut clock, device);
+        lap(&phases.rollout, &mut clock, profile);
+        Some(Collected { rollout, bootstrap, clock })
+    }
+
+    /// Backpropagates a rollout's loss and applies its gradients to the shared model,
+    /// with one host sync: the copy that brings the gradients, their check and the
+    /// loss terms to the host together.
+    fn apply_update(&mut self, local: &LocalModel, collected: Collected) -> Result<()> {
+        let Collected { rollout, bootstrap, mut clock } = collected;
+        let setup = &mut self.setup;
+        let profile = setup.profile_phases.then_some(setup.device);
+        let phases = &setup.counters.phases;
         let loss = rollout.loss(bootstrap, &setup.loss);
-        for parameter in local_parameters {
-            let mut parameter = parameter.shallow_clone();
-            parameter.zero_grad();
-        }
+        local.gradients.zero();
         loss.total.backward();
-        lap(&phases.backward, &mut clock, device);
-        let mut gradients: Vec<Tensor> =
-            local_parameters.iter().map(|parameter| parameter.grad()).collect();
-        // Checked where they were computed, so a skipped update copies nothing.
-        let finite = is_finite(&loss.total, &gradients);
-        if finite && device != Device::Cpu {
-            gradients = gradients.iter().map(|gradient| gradient.to_device(Device::Cpu)).collect();
-        }
-        lap(&phases.push, &mut clock, device);
-        if finite {
-            setup.optimizer.step(&setup.shared_parameters, &gradients);
-            lap(&phases.step, &mut clock, device);
+        lap(&phases.backward, &mut clock, profile);
+        let checked = local.gradients.transfer(&loss);
+        lap(&phases.push, &mut clock, profile);
+        if checked.finite {
+            setup.optimizer.step(&setup.shared_parameters, local.gradients.host_gradients());
+            lap(&phases.step, &mut clock, profile);
             setup.counters.updates.fetch_add(1, Ordering::Relaxed);
             setup.counters.consecutive_skips.store(0, Ordering::Relaxed);
             let steps = rollout.len() as f64;
             for (counter, term) in [
-                (&setup.counters.policy_loss_sum, &loss.policy),
-                (&setup.counters.value_loss_sum, &loss.value),
-                (&setup.counters.entropy_sum, &loss.entropy),
-            ] {
-                add_f64(counter, term.double_value(&[]) / steps);
+                &setup.counters.policy_loss_sum,
+                &setup.counters.value_loss_sum,
+                &setup.counters.entropy_sum,
+            ]
+            .into_iter()
+            .zip(checked.terms)
+            {
+                add_f64(counter, term / steps);
             }
         } else {
             setup.counters.skipped_updates.fetch_add(1, Ordering::Relaxed);
@@ -345,47 +385,135 @@ pub fn pull(shared: &[Tensor], local: &[Tensor]) {
     });
 }
 
-/// Whether the loss and every gradient are finite and small enough for the optimizer
-/// (see [`LARGEST_USABLE_GRADIENT`]). A NaN, an infinity or a huge value anywhere in a
-/// tensor shows in its minimum or maximum, so one pass over each gradient, with no
-/// temporary copy, and one read-back decide it.
-fn is_finite(loss: &Tensor, gradients: &[Tensor]) -> bool {
-    let mut extremes = Vec::with_capacity(2 * gradients.len() + 1);
-    extremes.push(loss.detach().view([1]));
-    for gradient in gradients {
-        let (minimum, maximum) = gradient.aminmax(None, false);
-        extremes.push(minimum.view([1]));
-        extremes.push(maximum.view([1]));
-    }
-    // The largest magnitude, in double precision; NaN propagates through max.
-    let largest = Tensor::cat(&extremes, 0).to_kind(Kind::Double).abs().max().double_value(&[]);
-    largest.is_finite() && largest < LARGEST_USABLE_GRADIENT
-}
-
-/// The largest gradient an update may carry: the square root of f32's largest value.
-/// A larger one squares to infinity in the optimizer's second moment, and from there
-/// the weights go NaN, so such an update is skipped like a NaN one.
-const LARGEST_USABLE_GRADIENT: f64 = 1.8e19;
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::env::{self, EnvOptions};
+    use crate::model::ActorCritic;
+    use crate::shared_optim::OptimizerKind;
 
-    /// A NaN or an infinity of either sign in the loss or any gradient is caught, and
-    /// so is a finite gradient whose square overflows f32; large usable ones pass.
+    /// A worker of `env_id` on `device`, and a training thread's local model there, over
+    /// a shared model and optimizer on the CPU, as `a3g train` builds them.
+    fn worker(env_id: &str, device: Device, profile_phases: bool) -> (Worker, LocalModel) {
+        let env = env::make(env_id, &EnvOptions { seed: 1, ..EnvOptions::default() }).unwrap();
+        let spec = ModelSpec::for_env(env.observation_shape(), env.action_space(), 32, true);
+        let shared = ActorCritic::new(&nn::VarStore::new(Device::Cpu), &spec);
+        let shared_parameters: Vec<Tensor> =
+            shared.parameters().iter().map(|(_, tensor)| tensor.shallow_clone()).collect();
+        let optimizer =
+            SharedOptimizer::new(OptimizerKind::Adam { amsgrad: false }, 1e-4, &shared_parameters);
+        let setup = WorkerSetup {
+            rank: 0,
+            device,
+            env,
+            spec: spec.clone(),
+            shared_parameters,
+            optimizer,
+            num_steps: 5,
+            max_episode_length: 10_000,
+            loss: LossConfig { gamma: 0.99, tau: 1.0, entropy_coef: 0.01, value_coef: 0.5 },
+            rewards: RewardShaping { scale: 1.0, clip: Some(1.0) },
+            seed: 1,
+            counters: Arc::default(),
+            profile_phases,
+        };
+        (Worker::new(setup), LocalModel::new(&spec, device))
+    }
+
+    /// An update (loss, backward pass, check, push, optimizer step) syncs with the host
+    /// once: the read that checks the gradients and brings back the loss terms. Playing
+    /// the rollout syncs once per agent step and once for the bootstrap value. With
+    /// --profile-phases each of the five phase boundaries adds one. Counted on the CPU,
+    /// where the same calls would each be a sync on a GPU, and on cuda:0 where CUDA
+    /// sees one.
     #[test]
-    fn finiteness_check_catches_every_non_finite_value() {
-        let loss = Tensor::from(0.5f32);
-        let huge = vec![Tensor::from_slice(&[1.0f32]), Tensor::from_slice(&[3e38f32, -3e38])];
-        assert!(!is_finite(&loss, &huge), "3e38 squares to infinity");
-        let gradients =
-            || vec![Tensor::from_slice(&[1.0f32, -2.0]), Tensor::from_slice(&[1e19f32, -1e19])];
-        assert!(is_finite(&loss, &gradients()));
-        for bad in [f32::NAN, f32::INFINITY, f32::NEG_INFINITY] {
-            let mut poisoned = gradients();
-            poisoned[1] = Tensor::from_slice(&[0.0f32, bad, 1.0]);
-            assert!(!is_finite(&loss, &poisoned), "{bad} in a gradient");
-            assert!(!is_finite(&Tensor::from(bad), &gradients()), "{bad} as the loss");
+    fn an_update_syncs_with_the_host_once() {
+        let mut devices = vec![Device::Cpu];
+        devices.extend(tch::Cuda::is_available().then_some(Device::Cuda(0)));
+        let cases = devices.iter().flat_map(|&device| {
+            [("CartPole-v1", false), ("PongDeterministic-v4", false), ("CartPole-v1", true)]
+                .map(|(env_id, profile)| (env_id, device, profile))
+        });
+        for (env_id, device, profile) in cases {
+            let (mut worker, local) = worker(env_id, device, profile);
+            let stop = Stop::default();
+            for rollout in 0..3 {
+                let before = device::host_syncs();
+                let collected = worker.collect_rollout(&local, &stop).expect("no stop");
+                let steps = collected.rollout.len() as u64;
+                let bootstrap = u64::from(!worker.done);
+                let laps = if profile { 2 } else { 0 };
+                let synced = device::host_syncs() - before;
+                assert_eq!(synced, steps + bootstrap + laps, "{env_id} rollout {rollout}");
+                let before = device::host_syncs();
+                worker.apply_update(&local, collected).unwrap();
+                let laps = if profile { 3 } else { 0 };
+                let synced = device::host_syncs() - before;
+                assert_eq!(synced, 1 + laps, "{env_id} update {rollout}");
+            }
+            assert_eq!(worker.setup.counters.updates.load(Ordering::Relaxed), 3, "{env_id}");
+        }
+    }
+
+    /// Every tensor of a worker lives on the device it was assigned (worker i on
+    /// devices[i mod n]): the local model's parameters and gradients, the LSTM state
+    /// and the rollout's values, log-probabilities and entropies, before and after an
+    /// update; the shared model and the optimizer statistics stay on the CPU. Checked
+    /// on the CPU here and, where CUDA sees devices, on every GPU with two workers each.
+    #[test]
+    fn every_worker_tensor_is_on_its_device() {
+        let devices: Vec<Device> = match tch::Cuda::device_count() {
+            0 => vec![Device::Cpu],
+            count => (0..count as usize).map(Device::Cuda).collect(),
+        };
+        for rank in 0..2 * devices.len() {
+            let device = device::for_worker(&devices, rank);
+            for env_id in ["CartPole-v1", "PongDeterministic-v4"] {
+                let (mut worker, local) = worker(env_id, device, false);
+                let on = |what: &str, tensor: &Tensor| {
+                    assert_eq!(tensor.device(), device, "{what} of worker {rank} on {env_id}");
+                };
+                on("the gradient buffer", &local.gradients.flat);
+                for host in local.gradients.host_gradients() {
+                    assert_eq!(host.device(), Device::Cpu, "a gradient's host copy");
+                    // Pinned from a GPU, for a faster copy. (tch's is_pinned always passes
+                    // a device, which libtorch warns is deprecated: only here, in a test.)
+                    assert!(device == Device::Cpu || host.is_pinned(device), "not pinned");
+                }
+                let walk_model_and_state = |worker: &Worker| {
+                    for parameter in &local.parameters {
+                        on("a local parameter", parameter);
+                        let gradient = parameter.grad();
+                        if gradient.defined() {
+                            on("a local gradient", &gradient);
+                        }
+                    }
+                    on("the LSTM hidden state", &worker.state.hidden);
+                    on("the LSTM cell state", &worker.state.cell);
+                };
+                walk_model_and_state(&worker);
+                let collected = worker.collect_rollout(&local, &Stop::default()).unwrap();
+                let rollout = &collected.rollout;
+                assert!(!rollout.is_empty());
+                for (what, tensors) in [
+                    ("a rollout value", &rollout.values),
+                    ("a rollout log-probability", &rollout.log_probs),
+                    ("a rollout entropy", &rollout.entropies),
+                ] {
+                    tensors.iter().for_each(|tensor| on(what, tensor));
+                }
+                walk_model_and_state(&worker);
+                worker.apply_update(&local, collected).unwrap();
+                walk_model_and_state(&worker);
+                assert!(local.parameters.iter().all(|parameter| parameter.grad().defined()));
+                let names: Vec<String> =
+                    (0..local.parameters.len()).map(|index| index.to_string()).collect();
+                let shared = worker.setup.shared_parameters.iter();
+                let statistics = worker.setup.optimizer.named_statistics(&names);
+                for tensor in shared.chain(statistics.iter().map(|(_, tensor)| *tensor)) {
+                    assert_eq!(tensor.device(), Device::Cpu, "shared state of {env_id}");
+                }
+            }
         }
     }
 }

@@ -5,6 +5,7 @@ mod util;
 mod cli;
 mod envs;
 mod eval;
+mod gpu;
 mod runtime;
 mod safety;
 mod tensorboard;
