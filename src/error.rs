@@ -107,6 +107,12 @@ pub enum Error {
         /// What to do.
         advice: &'static str,
     },
+    /// A game log without a test game to plot.
+    #[error("{} has no test games yet; plot it once the test agent has finished a game, or pass a game log that a3g train or a3g eval wrote", path.display())]
+    NoGames {
+        /// The log.
+        path: PathBuf,
+    },
     /// A flag value or combination that cannot work.
     #[error("{0}")]
     BadArguments(String),

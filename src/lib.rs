@@ -19,6 +19,7 @@
 //! - [`eval`]: `a3g eval`, the evaluation over many games; [`gif`]: its recordings;
 //!   [`game_log`]: the per-game logs of train and eval; [`device`]: `--gpu-id`;
 //!   [`console`]: stdout for a command's output, stderr for the rest, neither fatal.
+//! - [`plot`]: `a3g plot`, learning curves from game logs.
 //!
 //! # Terminology
 //!
@@ -38,6 +39,7 @@ pub mod eval;
 pub mod game_log;
 pub mod gif;
 pub mod model;
+pub mod plot;
 pub mod rollout;
 pub mod shared_optim;
 pub mod stop;

@@ -28,8 +28,8 @@ use crate::tensorboard::{Board, TrainingFigures};
 use crate::tester::{self, EpisodeStats};
 use crate::worker::{self, Counters, Worker, WorkerQueue, WorkerSetup};
 
-/// Test games the running mean is taken over.
-const MEAN_WINDOW: usize = 100;
+/// Test games the running mean is taken over (`a3g plot` takes its own over as many).
+pub(crate) const MEAN_WINDOW: usize = 100;
 
 /// Runs `a3g train`.
 pub fn run(args: &TrainArgs) -> Result<()> {
