@@ -113,6 +113,9 @@ pub enum Error {
         /// The log.
         path: PathBuf,
     },
+    /// The plot could not be drawn or encoded.
+    #[error("cannot draw the plot: {0}; try another --width and --height")]
+    Drawing(String),
     /// A flag value or combination that cannot work.
     #[error("{0}")]
     BadArguments(String),

@@ -19,7 +19,7 @@
 //! - [`eval`]: `a3g eval`, the evaluation over many games; [`gif`]: its recordings;
 //!   [`game_log`]: the per-game logs of train and eval; [`device`]: `--gpu-id`;
 //!   [`console`]: stdout for a command's output, stderr for the rest, neither fatal.
-//! - [`plot`]: `a3g plot`, learning curves from game logs.
+//! - [`plot`]: `a3g plot`, learning curves from game logs drawn into a PNG.
 //!
 //! # Terminology
 //!
@@ -59,5 +59,6 @@ pub fn run(cli: Cli) -> Result<()> {
         Command::Train(args) => train::run(&args),
         Command::Eval(args) => eval::run(&args),
         Command::Envs(args) => envs::run(&args),
+        Command::Plot(args) => plot::run(&args),
     }
 }

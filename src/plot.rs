@@ -4,8 +4,15 @@
 //! against agent steps below.
 
 use std::collections::VecDeque;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
 
+use plotters::coord::Shift;
+use plotters::prelude::*;
+use plotters::style::text_anchor::{HPos, Pos, VPos};
+
+use crate::cli::PlotArgs;
+use crate::console;
 use crate::error::{Error, Result};
 use crate::train::MEAN_WINDOW;
 
@@ -249,6 +256,308 @@ pub fn read(path: &Path) -> Result<PlotLog> {
     Ok(log)
 }
 
+/// One curve as drawn: its games and the label of its legend entry.
+struct Series<'a> {
+    label: String,
+    curve: &'a Curve,
+    color: RGBColor,
+}
+
+/// Runs `a3g plot`: reads every log, draws them into one PNG and prints its path.
+pub fn run(args: &PlotArgs) -> Result<()> {
+    let first = args.logs.first().ok_or_else(|| {
+        Error::BadArguments("no log to plot; pass one or more game logs".to_string())
+    })?;
+    let logs: Vec<(&PathBuf, PlotLog)> =
+        args.logs.iter().map(|path| Ok((path, read(path)?))).collect::<Result<_>>()?;
+    for (path, log) in &logs {
+        if !log.has_status_lines {
+            console::warn(&format!(
+                "note: {} has no status lines, so the agent-steps panel leaves it out; \
+                 only a3g train writes them",
+                path.display()
+            ));
+        }
+    }
+    let mut series = Vec::new();
+    for (path, log) in &logs {
+        for (index, curve) in log.curves.iter().enumerate() {
+            let mut label = path.display().to_string();
+            if log.curves.len() > 1 {
+                label.push_str(&format!(" (run {})", index + 1));
+            }
+            let color = PALETTE[series.len() % PALETTE.len()];
+            series.push(Series { label, curve, color });
+        }
+    }
+    let title = args.title.clone().unwrap_or_else(|| {
+        let mut envs: Vec<&str> = Vec::new();
+        for env in logs.iter().filter_map(|(_, log)| log.env.as_deref()) {
+            if !envs.contains(&env) {
+                envs.push(env);
+            }
+        }
+        if envs.is_empty() {
+            "learning curve".to_string()
+        } else {
+            envs.join(", ")
+        }
+    });
+    let pixels = draw(&series, &title, args.width, args.height)
+        .map_err(|error| Error::Drawing(error.to_string()))?;
+    let output = args.output.clone().unwrap_or_else(|| beside(first));
+    let png = encode_png(&pixels, args.width, args.height)?;
+    std::fs::write(&output, png).map_err(|cause| Error::Io {
+        action: "write the plot to",
+        path: output.clone(),
+        cause,
+    })?;
+    console::say(&output.display().to_string());
+    Ok(())
+}
+
+/// `<log>.png`, beside the log.
+fn beside(log: &Path) -> PathBuf {
+    let mut name = log.as_os_str().to_owned();
+    name.push(".png");
+    PathBuf::from(name)
+}
+
+/// Series colours, Matplotlib's tab10, which stay apart for most colour vision.
+const PALETTE: [RGBColor; 10] = [
+    RGBColor(31, 119, 180),
+    RGBColor(255, 127, 14),
+    RGBColor(44, 160, 44),
+    RGBColor(214, 39, 40),
+    RGBColor(148, 103, 189),
+    RGBColor(140, 86, 75),
+    RGBColor(227, 119, 194),
+    RGBColor(127, 127, 127),
+    RGBColor(188, 189, 34),
+    RGBColor(23, 190, 207),
+];
+
+/// The font every label is drawn in: compiled in, so that drawing needs no fonts
+/// installed (plotters' own font lookup goes through fontconfig).
+const FONT: &str = "sans-serif";
+
+type DrawResult<T> = std::result::Result<T, Box<dyn std::error::Error>>;
+
+/// Draws both panels into an RGB buffer of `width` × `height` pixels.
+fn draw(series: &[Series], title: &str, width: u32, height: u32) -> DrawResult<Vec<u8>> {
+    static FONT_REGISTERED: OnceLock<bool> = OnceLock::new();
+    let registered = FONT_REGISTERED.get_or_init(|| {
+        plotters::style::register_font(FONT, FontStyle::Normal, dejavu::sans::regular()).is_ok()
+    });
+    if !registered {
+        return Err("the compiled-in font cannot be read".into());
+    }
+    let mut pixels = vec![255; width as usize * height as usize * 3];
+    {
+        let root = BitMapBackend::with_buffer(&mut pixels, (width, height)).into_drawing_area();
+        let root = root.titled(title, (FONT, 26))?;
+        let (upper, lower) = root.split_vertically(root.dim_in_pixel().1 / 2);
+        let scores = score_range(series);
+        let span =
+            series.iter().flat_map(|s| &s.curve.games).map(|g| g.seconds).fold(0.0, f64::max);
+        let (unit, unit_name) = time_unit(span);
+        let by_time = Panel {
+            x_desc: format!("wall time ({unit_name})"),
+            x: &|game: &Game| Some(game.seconds / unit),
+            resume_x: &|resume: &Resume| resume.seconds / unit,
+            x_format: &short_number,
+            legend: true,
+        };
+        draw_panel(&upper, series, &by_time, scores)?;
+        let by_steps = Panel {
+            x_desc: "agent steps".to_string(),
+            x: &|game: &Game| game.agent_steps,
+            resume_x: &|resume: &Resume| resume.agent_steps as f64,
+            x_format: &si_number,
+            legend: false,
+        };
+        if series.iter().flat_map(|s| &s.curve.games).any(|game| game.agent_steps.is_some()) {
+            draw_panel(&lower, series, &by_steps, scores)?;
+        } else {
+            let (width, height) = lower.dim_in_pixel();
+            let gray = BLACK.mix(0.6);
+            let style = TextStyle::from((FONT, 18).into_font())
+                .color(&gray)
+                .pos(Pos::new(HPos::Center, VPos::Center));
+            lower.draw(&Text::new(
+                "no agent steps to plot: the logs have no status lines",
+                (width as i32 / 2, height as i32 / 2),
+                style,
+            ))?;
+        }
+        root.present()?;
+    }
+    Ok(pixels)
+}
+
+/// What sets one panel apart: its x axis.
+struct Panel<'a> {
+    x_desc: String,
+    /// A game's x, if it has one on this axis.
+    x: &'a dyn Fn(&Game) -> Option<f64>,
+    resume_x: &'a dyn Fn(&Resume) -> f64,
+    x_format: &'a dyn Fn(&f64) -> String,
+    /// Whether this panel carries the legend (both panels share the series).
+    legend: bool,
+}
+
+/// Draws each series as a dot per game and a line for its running mean, and a dashed
+/// line where a run was resumed.
+fn draw_panel(
+    area: &DrawingArea<BitMapBackend, Shift>,
+    series: &[Series],
+    panel: &Panel,
+    (low, high): (f64, f64),
+) -> DrawResult<()> {
+    let points = |s: &Series| -> Vec<(f64, f64, f64)> {
+        s.curve
+            .games
+            .iter()
+            .filter_map(|game| Some(((panel.x)(game)?, game.reward, game.mean)))
+            .collect()
+    };
+    let resumes = |s: &Series| -> Vec<f64> { s.curve.resumes.iter().map(panel.resume_x).collect() };
+    let x_max = series
+        .iter()
+        .flat_map(|s| points(s).into_iter().map(|(x, _, _)| x).chain(resumes(s)))
+        .fold(0.0, f64::max);
+    let x_max = if x_max > 0.0 { x_max * 1.02 } else { 1.0 };
+
+    let mut chart = ChartBuilder::on(area)
+        .margin(12)
+        .x_label_area_size(48)
+        .y_label_area_size(64)
+        .build_cartesian_2d(0.0..x_max, low..high)?;
+    chart
+        .configure_mesh()
+        .x_desc(panel.x_desc.as_str())
+        .y_desc(y_desc(area.dim_in_pixel().1))
+        .x_label_formatter(panel.x_format)
+        .y_label_formatter(&short_number)
+        .axis_desc_style((FONT, 16))
+        .label_style((FONT, 14))
+        .light_line_style(BLACK.mix(0.04))
+        .bold_line_style(BLACK.mix(0.12))
+        .draw()?;
+
+    for s in series {
+        let points = points(s);
+        let color = s.color;
+        chart.draw_series(
+            points
+                .iter()
+                .map(|&(x, reward, _)| Circle::new((x, reward), 2, color.mix(0.35).filled())),
+        )?;
+        let drawn = chart.draw_series(LineSeries::new(
+            points.iter().map(|&(x, _, mean)| (x, mean)),
+            color.stroke_width(2),
+        ))?;
+        if panel.legend {
+            drawn.label(s.label.as_str()).legend(move |(x, y)| {
+                EmptyElement::at((x, y))
+                    + PathElement::new(vec![(0, 0), (20, 0)], color.stroke_width(2))
+                    + Circle::new((10, 0), 3, color.mix(0.35).filled())
+            });
+        }
+    }
+    let marker = BLACK.mix(0.55).stroke_width(1);
+    let markers: Vec<f64> = series.iter().flat_map(resumes).collect();
+    for (index, &x) in markers.iter().enumerate() {
+        let drawn =
+            chart.draw_series(DashedLineSeries::new([(x, low), (x, high)], 6, 4, marker))?;
+        // One legend entry for all the markers, after the series'.
+        if panel.legend && index == 0 {
+            drawn
+                .label("resumed from a checkpoint")
+                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], marker));
+        }
+    }
+    if panel.legend {
+        chart
+            .configure_series_labels()
+            .position(SeriesLabelPosition::LowerRight)
+            .background_style(WHITE.mix(0.85))
+            .border_style(BLACK.mix(0.3))
+            .label_font((FONT, 14))
+            .draw()?;
+    }
+    Ok(())
+}
+
+/// The score axis's caption, as long as the panel's height leaves room for.
+fn y_desc(panel_height: u32) -> &'static str {
+    match panel_height {
+        330.. => "score: games (dots), mean of 100 (line)",
+        220.. => "score (line: mean of 100)",
+        _ => "score",
+    }
+}
+
+/// The score axis: every game's score with some room above and below.
+fn score_range(series: &[Series]) -> (f64, f64) {
+    let scores = series.iter().flat_map(|s| &s.curve.games).map(|game| game.reward);
+    let (low, high) =
+        scores.fold((f64::INFINITY, f64::NEG_INFINITY), |(low, high), r| (low.min(r), high.max(r)));
+    let room = if high > low { (high - low) * 0.05 } else { 1.0 };
+    (low - room, high + room)
+}
+
+/// The unit the time axis counts in for a run of `seconds`: seconds for a short run,
+/// minutes, or hours from two hours on.
+fn time_unit(seconds: f64) -> (f64, &'static str) {
+    if seconds < 120.0 {
+        (1.0, "seconds")
+    } else if seconds < 7200.0 {
+        (60.0, "minutes")
+    } else {
+        (3600.0, "hours")
+    }
+}
+
+/// A tick label with no trailing zeros: 0.5, 12, -20.
+fn short_number(value: &f64) -> String {
+    let text = format!("{value:.2}");
+    let text = text.trim_end_matches('0').trim_end_matches('.');
+    if text == "-0" {
+        "0".to_string()
+    } else {
+        text.to_string()
+    }
+}
+
+/// A count with an SI suffix: 250k, 1.5M, 40M.
+fn si_number(value: &f64) -> String {
+    let magnitude = value.abs();
+    let (scaled, suffix) = if magnitude >= 1e9 {
+        (value / 1e9, "G")
+    } else if magnitude >= 1e6 {
+        (value / 1e6, "M")
+    } else if magnitude >= 1e3 {
+        (value / 1e3, "k")
+    } else {
+        (*value, "")
+    };
+    format!("{}{suffix}", short_number(&scaled))
+}
+
+/// Encodes an RGB buffer as a PNG file's bytes.
+fn encode_png(pixels: &[u8], width: u32, height: u32) -> Result<Vec<u8>> {
+    let mut bytes = Vec::new();
+    let mut encoder = png::Encoder::new(&mut bytes, width, height);
+    encoder.set_color(png::ColorType::RGB);
+    encoder.set_depth(png::BitDepth::Eight);
+    encoder
+        .write_header()
+        .and_then(|mut writer| writer.write_image_data(pixels))
+        .map_err(|error| Error::Drawing(format!("PNG encoding failed: {error}")))?;
+    Ok(bytes)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -365,5 +674,20 @@ Time 00h 00m 07s, episode reward -21, episode len";
     fn log_without_games_has_no_curve() {
         let log = parse("env: \"CartPole-v1\"\n[00h 00m 05s] agent steps 10, emulator frames 10\n");
         assert!(log.curves.is_empty());
+    }
+
+    /// Tick labels drop trailing zeros and count steps with SI suffixes; the time
+    /// axis counts in seconds, minutes or hours by the run's length.
+    #[test]
+    fn axis_labels() {
+        assert_eq!(short_number(&0.5), "0.5");
+        assert_eq!(short_number(&-20.0), "-20");
+        assert_eq!(short_number(&-0.001), "0");
+        assert_eq!(si_number(&250_000.0), "250k");
+        assert_eq!(si_number(&1_500_000.0), "1.5M");
+        assert_eq!(si_number(&0.0), "0");
+        assert_eq!(time_unit(90.0).1, "seconds");
+        assert_eq!(time_unit(3600.0).1, "minutes");
+        assert_eq!(time_unit(36_000.0).1, "hours");
     }
 }
