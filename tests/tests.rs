@@ -5,6 +5,8 @@ mod util;
 mod cli;
 mod envs;
 mod eval;
+// `a3g plot`: learning curves from written logs, read back as PNGs.
+mod plot;
 mod runtime;
 mod safety;
 mod tensorboard;
