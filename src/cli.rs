@@ -34,6 +34,9 @@ pub enum Command {
     /// Show libtorch's version, whether its CUDA libraries are loaded, the CUDA version
     /// they were built for, and the devices --gpu-ids can name.
     Devices,
+    /// Draw learning curves from game logs into a PNG: score against wall time and
+    /// against agent steps.
+    Plot(PlotArgs),
 }
 
 /// The Atari network (`--model`).
@@ -425,6 +428,27 @@ pub struct EnvsArgs {
     /// configs/atari_crop.json).
     #[arg(long, value_name = "FILE")]
     pub env_config: Option<PathBuf>,
+}
+
+/// Flags of `a3g plot`.
+#[derive(Debug, Args)]
+pub struct PlotArgs {
+    /// Game logs to draw on the same axes: `a3g train`'s logs/<env>_log, `a3g eval`'s
+    /// <env>_mon_log (no agent steps), or the Python reference's logs.
+    #[arg(required = true, value_name = "LOG")]
+    pub logs: Vec<PathBuf>,
+    /// PNG file to write (default: the first log's path with .png added).
+    #[arg(long, short, value_name = "FILE.png")]
+    pub output: Option<PathBuf>,
+    /// Width of the image in pixels.
+    #[arg(long, default_value_t = 1200, value_parser = clap::value_parser!(u32).range(400..=8192))]
+    pub width: u32,
+    /// Height of the image in pixels; the two panels share it.
+    #[arg(long, default_value_t = 900, value_parser = clap::value_parser!(u32).range(300..=8192))]
+    pub height: u32,
+    /// Title above the panels (default: the environment ids the logs name).
+    #[arg(long)]
+    pub title: Option<String>,
 }
 
 #[cfg(test)]

@@ -109,6 +109,15 @@ pub enum Error {
         /// What to do.
         advice: &'static str,
     },
+    /// A game log without a test game to plot.
+    #[error("{} has no test games yet; plot it once the test agent has finished a game, or pass a game log that a3g train or a3g eval wrote", path.display())]
+    NoGames {
+        /// The log.
+        path: PathBuf,
+    },
+    /// The plot could not be drawn or encoded.
+    #[error("cannot draw the plot: {0}; try another --width and --height")]
+    Drawing(String),
     /// A flag value or combination that cannot work.
     #[error("{0}")]
     BadArguments(String),

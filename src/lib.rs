@@ -20,6 +20,7 @@
 //! - [`eval`]: `a3g eval`, the evaluation over many games; [`gif`]: its recordings;
 //!   [`game_log`]: the per-game logs of train and eval; [`device`]: `--gpu-id`, `--gpu-ids` and `a3g devices`;
 //!   [`console`]: stdout for a command's output, stderr for the rest, neither fatal.
+//! - [`plot`]: `a3g plot`, learning curves from game logs drawn into a PNG.
 //!
 //! # Terminology
 //!
@@ -40,6 +41,7 @@ pub mod game_log;
 pub mod gif;
 pub mod gradients;
 pub mod model;
+pub mod plot;
 pub mod rollout;
 pub mod shared_optim;
 pub mod stop;
@@ -60,5 +62,6 @@ pub fn run(cli: Cli) -> Result<()> {
         Command::Eval(args) => eval::run(&args),
         Command::Envs(args) => envs::run(&args),
         Command::Devices => device::run(),
+        Command::Plot(args) => plot::run(&args),
     }
 }

@@ -32,8 +32,8 @@ use crate::worker::{self, Counters, Worker, WorkerQueue, WorkerSetup};
 /// greedy play only measures progress, while every core it takes slows training.
 const ATARI_TEST_SHARE: f64 = 0.1;
 
-/// Test games the running mean is taken over.
-const MEAN_WINDOW: usize = 100;
+/// Test games the running mean is taken over (`a3g plot` takes its own over as many).
+pub(crate) const MEAN_WINDOW: usize = 100;
 
 /// Runs `a3g train`.
 pub fn run(args: &TrainArgs) -> Result<()> {

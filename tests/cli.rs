@@ -10,12 +10,12 @@ fn version_names_the_package() {
     assert_eq!(run.stdout.trim(), format!("a3g {}", env!("CARGO_PKG_VERSION")));
 }
 
-/// `a3g --help` lists both subcommands.
+/// `a3g --help` lists the subcommands.
 #[test]
 fn help_lists_subcommands() {
     let run = Scratch::new("help").a3g(&["--help"]);
     assert!(run.status.success());
-    for expected in ["Usage: a3g", "train", "eval", "--version"] {
+    for expected in ["Usage: a3g", "train", "eval", "plot", "--version"] {
         assert!(run.stdout.contains(expected), "--help lacks {expected:?}: {}", run.stdout);
     }
 }
@@ -24,7 +24,7 @@ fn help_lists_subcommands() {
 #[test]
 fn subcommands_have_help() {
     let scratch = Scratch::new("subhelp");
-    for subcommand in ["train", "eval"] {
+    for subcommand in ["train", "eval", "plot"] {
         let run = scratch.a3g(&[subcommand, "--help"]);
         assert!(run.status.success(), "{subcommand} --help failed: {}", run.stderr);
         assert!(run.stdout.contains(&format!("Usage: a3g {subcommand}")), "{}", run.stdout);

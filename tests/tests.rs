@@ -6,6 +6,8 @@ mod cli;
 mod envs;
 mod eval;
 mod gpu;
+// `a3g plot`: learning curves from written logs, read back as PNGs.
+mod plot;
 mod runtime;
 mod safety;
 mod tensorboard;

@@ -1,0 +1,693 @@
+//! `a3g plot`: learning curves from game logs. Each log is read into [`Curve`]s, plain
+//! data on one clock (the parsing is tested on hand-written log text below), then all
+//! of them are drawn into one PNG: test-game score against wall time above, and
+//! against agent steps below.
+
+use std::collections::VecDeque;
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+use plotters::coord::Shift;
+use plotters::prelude::*;
+use plotters::style::text_anchor::{HPos, Pos, VPos};
+
+use crate::cli::PlotArgs;
+use crate::console;
+use crate::error::{Error, Result};
+use crate::train::MEAN_WINDOW;
+
+/// The separator `a3g train` writes before a fresh run's lines in a log that has some.
+const NEW_RUN: &str = "--- a3g train started a new run here ---";
+/// The start of the separator before a resumed (`--load`) run's lines.
+const RESUMED_AT: &str = "--- a3g train resumed here, at ";
+
+/// A game log read for plotting.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PlotLog {
+    /// The environment id its first `env:` argument line names.
+    pub env: Option<String>,
+    /// One curve per fresh run that played a test game, in the log's order.
+    pub curves: Vec<Curve>,
+    /// Whether any status line gave agent steps; eval logs, the Python reference's
+    /// and those of older a3g versions have none.
+    pub has_status_lines: bool,
+}
+
+/// One learning curve: a fresh run and every part that resumed it with `--load`.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Curve {
+    /// The test games in the order they were played.
+    pub games: Vec<Game>,
+    /// Where each resumed part begins.
+    pub resumes: Vec<Resume>,
+}
+
+/// One test game.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Game {
+    /// Seconds since the run started. Each resumed part's clock restarts at 0, so it
+    /// is shifted by the time of the parts before it to keep the clock running on.
+    pub seconds: f64,
+    /// Agent steps when the game ended, interpolated between the status lines around
+    /// it; `None` where its part has too few status lines to tell.
+    pub agent_steps: Option<f64>,
+    /// The game's score.
+    pub reward: f64,
+    /// The mean score of this game and up to 99 before it in the curve. The log's own
+    /// `reward mean` restarts with each resumed part, so it is computed afresh.
+    pub mean: f64,
+}
+
+/// The point where a resumed part of a run begins.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Resume {
+    /// Seconds since the run started, on the curve's clock.
+    pub seconds: f64,
+    /// Agent steps of the checkpoint it resumed, as its separator line says.
+    pub agent_steps: u64,
+}
+
+/// The lines one `a3g train` process wrote, on its own clock.
+#[derive(Default)]
+struct Part {
+    /// Agent steps at the start of the part, whose clock reads 0 there: 0 for a fresh
+    /// run, the separator's count for a resumed one, unknown for a resumed run whose
+    /// log has no separator (its log was new, or its folder changed).
+    start_steps: Option<u64>,
+    /// Whether a resume separator began this part.
+    resumed: bool,
+    /// (clock seconds, reward) of each test game.
+    games: Vec<(f64, f64)>,
+    /// (clock seconds, agent steps) of each status line.
+    status: Vec<(f64, f64)>,
+}
+
+impl Part {
+    fn fresh() -> Self {
+        Part { start_steps: Some(0), ..Part::default() }
+    }
+
+    fn resumed(agent_steps: u64) -> Self {
+        Part { start_steps: Some(agent_steps), resumed: true, ..Part::default() }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.games.is_empty() && self.status.is_empty()
+    }
+
+    fn push_game(&mut self, mut seconds: f64, reward: f64) {
+        // The Python reference prints its clock with strftime("%H"), which wraps after
+        // a day; a3g's clock never runs backwards within a part.
+        if let Some(&(last, _)) = self.games.last() {
+            while seconds < last {
+                seconds += 86_400.0;
+            }
+        }
+        self.games.push((seconds, reward));
+    }
+
+    /// The last clock reading of the part: where a part resuming it begins.
+    fn end(&self) -> f64 {
+        let last = |points: &[(f64, f64)]| points.last().map_or(0.0, |&(seconds, _)| seconds);
+        last(&self.games).max(last(&self.status))
+    }
+
+    /// The known (clock seconds, agent steps) points of the part, in time order.
+    fn step_points(&self) -> Vec<(f64, f64)> {
+        let start = self.start_steps.map(|steps| (0.0, steps as f64));
+        start.into_iter().chain(self.status.iter().copied()).collect()
+    }
+}
+
+/// Reads the log text into curves. Lines it does not know (arguments, notes, a line
+/// cut short by a killed run) are skipped.
+pub fn parse(text: &str) -> PlotLog {
+    let mut env = None;
+    let mut has_status_lines = false;
+    let mut runs: Vec<Vec<Part>> = Vec::new();
+    let mut run: Vec<Part> = Vec::new();
+    let mut part = Part::fresh();
+    for line in text.lines() {
+        let line = line.trim_end();
+        if line == NEW_RUN {
+            run.push(std::mem::replace(&mut part, Part::fresh()));
+            runs.push(std::mem::take(&mut run));
+        } else if let Some(agent_steps) = resumed_at(line) {
+            run.push(std::mem::replace(&mut part, Part::resumed(agent_steps)));
+        } else if let Some((seconds, reward)) = game_line(line) {
+            part.push_game(seconds, reward);
+        } else if let Some((seconds, agent_steps)) = status_line(line) {
+            has_status_lines = true;
+            part.status.push((seconds, agent_steps));
+        } else if let Some(value) = argument(line, "env") {
+            env.get_or_insert(value);
+        } else if argument(line, "load").as_deref() == Some("true")
+            && !part.resumed
+            && part.is_empty()
+        {
+            part.start_steps = None;
+        }
+    }
+    run.push(part);
+    runs.push(run);
+    let curves = runs.iter().map(|parts| curve(parts)).filter(|c| !c.games.is_empty()).collect();
+    PlotLog { env, curves, has_status_lines }
+}
+
+/// Joins the parts of one run into a curve on one clock.
+fn curve(parts: &[Part]) -> Curve {
+    let mut curve = Curve::default();
+    let mut recent: VecDeque<f64> = VecDeque::with_capacity(MEAN_WINDOW);
+    let mut offset = 0.0;
+    for part in parts {
+        if part.resumed {
+            curve.resumes.push(Resume {
+                seconds: offset,
+                agent_steps: part.start_steps.unwrap_or_default(),
+            });
+        }
+        let step_points = part.step_points();
+        for &(seconds, reward) in &part.games {
+            if recent.len() == MEAN_WINDOW {
+                recent.pop_front();
+            }
+            recent.push_back(reward);
+            curve.games.push(Game {
+                seconds: offset + seconds,
+                agent_steps: steps_at(&step_points, seconds),
+                reward,
+                mean: recent.iter().sum::<f64>() / recent.len() as f64,
+            });
+        }
+        offset += part.end();
+    }
+    curve
+}
+
+/// Agent steps at clock `seconds`, on the line through the two known points around it,
+/// or through the nearest two where it lies outside them (a game after the last status
+/// line of a part, which comes a few seconds before it ends).
+fn steps_at(points: &[(f64, f64)], seconds: f64) -> Option<f64> {
+    if points.len() < 2 {
+        return None;
+    }
+    let after = points.partition_point(|&(time, _)| time <= seconds).clamp(1, points.len() - 1);
+    let ((t0, s0), (t1, s1)) = (points[after - 1], points[after]);
+    if t1 <= t0 {
+        return Some(s1);
+    }
+    Some((s0 + (s1 - s0) * (seconds - t0) / (t1 - t0)).max(0.0))
+}
+
+/// `--- a3g train resumed here, at N agent steps ---` gives N.
+fn resumed_at(line: &str) -> Option<u64> {
+    line.strip_prefix(RESUMED_AT)?.strip_suffix(" agent steps ---")?.parse().ok()
+}
+
+/// `Time 00h 01m 23s, episode reward R, ...` gives (seconds, R). Anything may come
+/// before `Time`: the Python reference's logger puts a date there.
+fn game_line(line: &str) -> Option<(f64, f64)> {
+    let (_, rest) = line.split_once("Time ")?;
+    let (clock, rest) = rest.split_once(", episode reward ")?;
+    let reward: f64 = rest.split(',').next()?.trim().parse().ok()?;
+    // A line cut short by a killed run has no length after the reward.
+    if !rest.contains(", episode length ") || !reward.is_finite() {
+        return None;
+    }
+    Some((clock_seconds(clock)?, reward))
+}
+
+/// `[00h 00m 05s] agent steps 1234, ...` gives (seconds, 1234).
+fn status_line(line: &str) -> Option<(f64, f64)> {
+    let (clock, rest) = line.strip_prefix('[')?.split_once("] agent steps ")?;
+    let agent_steps: u64 = rest.split(',').next()?.parse().ok()?;
+    Some((clock_seconds(clock)?, agent_steps as f64))
+}
+
+/// `00h 01m 23s` in seconds.
+fn clock_seconds(clock: &str) -> Option<f64> {
+    let mut fields = clock.split_whitespace();
+    let mut field = |unit: char| fields.next()?.strip_suffix(unit)?.parse::<u64>().ok();
+    let (hours, minutes, seconds) = (field('h')?, field('m')?, field('s')?);
+    Some((hours * 3600 + minutes * 60 + seconds) as f64)
+}
+
+/// The value of an argument line `key: value`, a JSON value in a3g's logs and plain
+/// text after the logger's `date : ` in the Python reference's.
+fn argument(line: &str, key: &str) -> Option<String> {
+    let prefix = format!("{key}: ");
+    let value = line
+        .strip_prefix(&prefix)
+        .or_else(|| line.split_once(" : ").and_then(|(_, rest)| rest.strip_prefix(&prefix)))?;
+    Some(serde_json::from_str::<String>(value).unwrap_or_else(|_| value.trim().to_string()))
+}
+
+/// Reads and parses the log at `path`; one without a test game is an error.
+pub fn read(path: &Path) -> Result<PlotLog> {
+    let bytes = std::fs::read(path).map_err(|cause| Error::Io {
+        action: "read the log",
+        path: path.to_path_buf(),
+        cause,
+    })?;
+    let log = parse(&String::from_utf8_lossy(&bytes));
+    if log.curves.is_empty() {
+        return Err(Error::NoGames { path: path.to_path_buf() });
+    }
+    Ok(log)
+}
+
+/// One curve as drawn: its games and the label of its legend entry.
+struct Series<'a> {
+    label: String,
+    curve: &'a Curve,
+    color: RGBColor,
+}
+
+/// Runs `a3g plot`: reads every log, draws them into one PNG and prints its path.
+pub fn run(args: &PlotArgs) -> Result<()> {
+    let first = args.logs.first().ok_or_else(|| {
+        Error::BadArguments("no log to plot; pass one or more game logs".to_string())
+    })?;
+    let logs: Vec<(&PathBuf, PlotLog)> =
+        args.logs.iter().map(|path| Ok((path, read(path)?))).collect::<Result<_>>()?;
+    for (path, log) in &logs {
+        if !log.has_status_lines {
+            console::warn(&format!(
+                "note: {} has no status lines, so the agent-steps panel leaves it out; \
+                 only a3g train writes them",
+                path.display()
+            ));
+        }
+    }
+    let mut series = Vec::new();
+    for (path, log) in &logs {
+        for (index, curve) in log.curves.iter().enumerate() {
+            let mut label = path.display().to_string();
+            if log.curves.len() > 1 {
+                label.push_str(&format!(" (run {})", index + 1));
+            }
+            let color = PALETTE[series.len() % PALETTE.len()];
+            series.push(Series { label, curve, color });
+        }
+    }
+    let title = args.title.clone().unwrap_or_else(|| {
+        let mut envs: Vec<&str> = Vec::new();
+        for env in logs.iter().filter_map(|(_, log)| log.env.as_deref()) {
+            if !envs.contains(&env) {
+                envs.push(env);
+            }
+        }
+        if envs.is_empty() {
+            "learning curve".to_string()
+        } else {
+            envs.join(", ")
+        }
+    });
+    let pixels = draw(&series, &title, args.width, args.height)
+        .map_err(|error| Error::Drawing(error.to_string()))?;
+    let output = args.output.clone().unwrap_or_else(|| beside(first));
+    let png = encode_png(&pixels, args.width, args.height)?;
+    std::fs::write(&output, png).map_err(|cause| Error::Io {
+        action: "write the plot to",
+        path: output.clone(),
+        cause,
+    })?;
+    console::say(&output.display().to_string());
+    Ok(())
+}
+
+/// `<log>.png`, beside the log.
+fn beside(log: &Path) -> PathBuf {
+    let mut name = log.as_os_str().to_owned();
+    name.push(".png");
+    PathBuf::from(name)
+}
+
+/// Series colours, Matplotlib's tab10, which stay apart for most colour vision.
+const PALETTE: [RGBColor; 10] = [
+    RGBColor(31, 119, 180),
+    RGBColor(255, 127, 14),
+    RGBColor(44, 160, 44),
+    RGBColor(214, 39, 40),
+    RGBColor(148, 103, 189),
+    RGBColor(140, 86, 75),
+    RGBColor(227, 119, 194),
+    RGBColor(127, 127, 127),
+    RGBColor(188, 189, 34),
+    RGBColor(23, 190, 207),
+];
+
+/// The font every label is drawn in: compiled in, so that drawing needs no fonts
+/// installed (plotters' own font lookup goes through fontconfig).
+const FONT: &str = "sans-serif";
+
+type DrawResult<T> = std::result::Result<T, Box<dyn std::error::Error>>;
+
+/// Draws both panels into an RGB buffer of `width` × `height` pixels.
+fn draw(series: &[Series], title: &str, width: u32, height: u32) -> DrawResult<Vec<u8>> {
+    static FONT_REGISTERED: OnceLock<bool> = OnceLock::new();
+    let registered = FONT_REGISTERED.get_or_init(|| {
+        plotters::style::register_font(FONT, FontStyle::Normal, dejavu::sans::regular()).is_ok()
+    });
+    if !registered {
+        return Err("the compiled-in font cannot be read".into());
+    }
+    let mut pixels = vec![255; width as usize * height as usize * 3];
+    {
+        let root = BitMapBackend::with_buffer(&mut pixels, (width, height)).into_drawing_area();
+        let root = root.titled(title, (FONT, 26))?;
+        let (upper, lower) = root.split_vertically(root.dim_in_pixel().1 / 2);
+        let scores = score_range(series);
+        let span =
+            series.iter().flat_map(|s| &s.curve.games).map(|g| g.seconds).fold(0.0, f64::max);
+        let (unit, unit_name) = time_unit(span);
+        let by_time = Panel {
+            x_desc: format!("wall time ({unit_name})"),
+            x: &|game: &Game| Some(game.seconds / unit),
+            resume_x: &|resume: &Resume| resume.seconds / unit,
+            x_format: &short_number,
+            legend: true,
+        };
+        draw_panel(&upper, series, &by_time, scores)?;
+        let by_steps = Panel {
+            x_desc: "agent steps".to_string(),
+            x: &|game: &Game| game.agent_steps,
+            resume_x: &|resume: &Resume| resume.agent_steps as f64,
+            x_format: &si_number,
+            legend: false,
+        };
+        if series.iter().flat_map(|s| &s.curve.games).any(|game| game.agent_steps.is_some()) {
+            draw_panel(&lower, series, &by_steps, scores)?;
+        } else {
+            let (width, height) = lower.dim_in_pixel();
+            let gray = BLACK.mix(0.6);
+            let style = TextStyle::from((FONT, 18).into_font())
+                .color(&gray)
+                .pos(Pos::new(HPos::Center, VPos::Center));
+            lower.draw(&Text::new(
+                "no agent steps to plot: the logs have no status lines",
+                (width as i32 / 2, height as i32 / 2),
+                style,
+            ))?;
+        }
+        root.present()?;
+    }
+    Ok(pixels)
+}
+
+/// What sets one panel apart: its x axis.
+struct Panel<'a> {
+    x_desc: String,
+    /// A game's x, if it has one on this axis.
+    x: &'a dyn Fn(&Game) -> Option<f64>,
+    resume_x: &'a dyn Fn(&Resume) -> f64,
+    x_format: &'a dyn Fn(&f64) -> String,
+    /// Whether this panel carries the legend (both panels share the series).
+    legend: bool,
+}
+
+/// Draws each series as a dot per game and a line for its running mean, and a dashed
+/// line where a run was resumed.
+fn draw_panel(
+    area: &DrawingArea<BitMapBackend, Shift>,
+    series: &[Series],
+    panel: &Panel,
+    (low, high): (f64, f64),
+) -> DrawResult<()> {
+    let points = |s: &Series| -> Vec<(f64, f64, f64)> {
+        s.curve
+            .games
+            .iter()
+            .filter_map(|game| Some(((panel.x)(game)?, game.reward, game.mean)))
+            .collect()
+    };
+    let resumes = |s: &Series| -> Vec<f64> { s.curve.resumes.iter().map(panel.resume_x).collect() };
+    let x_max = series
+        .iter()
+        .flat_map(|s| points(s).into_iter().map(|(x, _, _)| x).chain(resumes(s)))
+        .fold(0.0, f64::max);
+    let x_max = if x_max > 0.0 { x_max * 1.02 } else { 1.0 };
+
+    let mut chart = ChartBuilder::on(area)
+        .margin(12)
+        .x_label_area_size(48)
+        .y_label_area_size(64)
+        .build_cartesian_2d(0.0..x_max, low..high)?;
+    chart
+        .configure_mesh()
+        .x_desc(panel.x_desc.as_str())
+        .y_desc(y_desc(area.dim_in_pixel().1))
+        .x_label_formatter(panel.x_format)
+        .y_label_formatter(&short_number)
+        .axis_desc_style((FONT, 16))
+        .label_style((FONT, 14))
+        .light_line_style(BLACK.mix(0.04))
+        .bold_line_style(BLACK.mix(0.12))
+        .draw()?;
+
+    for s in series {
+        let points = points(s);
+        let color = s.color;
+        chart.draw_series(
+            points
+                .iter()
+                .map(|&(x, reward, _)| Circle::new((x, reward), 2, color.mix(0.35).filled())),
+        )?;
+        let drawn = chart.draw_series(LineSeries::new(
+            points.iter().map(|&(x, _, mean)| (x, mean)),
+            color.stroke_width(2),
+        ))?;
+        if panel.legend {
+            drawn.label(s.label.as_str()).legend(move |(x, y)| {
+                EmptyElement::at((x, y))
+                    + PathElement::new(vec![(0, 0), (20, 0)], color.stroke_width(2))
+                    + Circle::new((10, 0), 3, color.mix(0.35).filled())
+            });
+        }
+    }
+    let marker = BLACK.mix(0.55).stroke_width(1);
+    let markers: Vec<f64> = series.iter().flat_map(resumes).collect();
+    for (index, &x) in markers.iter().enumerate() {
+        let drawn =
+            chart.draw_series(DashedLineSeries::new([(x, low), (x, high)], 6, 4, marker))?;
+        // One legend entry for all the markers, after the series'.
+        if panel.legend && index == 0 {
+            drawn
+                .label("resumed from a checkpoint")
+                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], marker));
+        }
+    }
+    if panel.legend {
+        chart
+            .configure_series_labels()
+            .position(SeriesLabelPosition::LowerRight)
+            .background_style(WHITE.mix(0.85))
+            .border_style(BLACK.mix(0.3))
+            .label_font((FONT, 14))
+            .draw()?;
+    }
+    Ok(())
+}
+
+/// The score axis's caption, as long as the panel's height leaves room for.
+fn y_desc(panel_height: u32) -> &'static str {
+    match panel_height {
+        330.. => "score: games (dots), mean of 100 (line)",
+        220.. => "score (line: mean of 100)",
+        _ => "score",
+    }
+}
+
+/// The score axis: every game's score with some room above and below.
+fn score_range(series: &[Series]) -> (f64, f64) {
+    let scores = series.iter().flat_map(|s| &s.curve.games).map(|game| game.reward);
+    let (low, high) =
+        scores.fold((f64::INFINITY, f64::NEG_INFINITY), |(low, high), r| (low.min(r), high.max(r)));
+    let room = if high > low { (high - low) * 0.05 } else { 1.0 };
+    (low - room, high + room)
+}
+
+/// The unit the time axis counts in for a run of `seconds`: seconds for a short run,
+/// minutes, or hours from two hours on.
+fn time_unit(seconds: f64) -> (f64, &'static str) {
+    if seconds < 120.0 {
+        (1.0, "seconds")
+    } else if seconds < 7200.0 {
+        (60.0, "minutes")
+    } else {
+        (3600.0, "hours")
+    }
+}
+
+/// A tick label with no trailing zeros: 0.5, 12, -20.
+fn short_number(value: &f64) -> String {
+    let text = format!("{value:.2}");
+    let text = text.trim_end_matches('0').trim_end_matches('.');
+    if text == "-0" {
+        "0".to_string()
+    } else {
+        text.to_string()
+    }
+}
+
+/// A count with an SI suffix: 250k, 1.5M, 40M.
+fn si_number(value: &f64) -> String {
+    let magnitude = value.abs();
+    let (scaled, suffix) = if magnitude >= 1e9 {
+        (value / 1e9, "G")
+    } else if magnitude >= 1e6 {
+        (value / 1e6, "M")
+    } else if magnitude >= 1e3 {
+        (value / 1e3, "k")
+    } else {
+        (*value, "")
+    };
+    format!("{}{suffix}", short_number(&scaled))
+}
+
+/// Encodes an RGB buffer as a PNG file's bytes.
+fn encode_png(pixels: &[u8], width: u32, height: u32) -> Result<Vec<u8>> {
+    let mut bytes = Vec::new();
+    let mut encoder = png::Encoder::new(&mut bytes, width, height);
+    encoder.set_color(png::ColorType::RGB);
+    encoder.set_depth(png::BitDepth::Eight);
+    encoder
+        .write_header()
+        .and_then(|mut writer| writer.write_image_data(pixels))
+        .map_err(|error| Error::Drawing(format!("PNG encoding failed: {error}")))?;
+    Ok(bytes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A log of two runs: a fresh one with arguments and status lines, a resumed part
+    /// whose clock restarts at 0, then a new run. (Hand-worked numbers in the test.)
+    const TWO_RUNS: &str = "\
+env: \"PongDeterministic-v4\"
+load: false
+[00h 00m 10s] agent steps 1000, emulator frames 4000, 100 steps/s
+Time 00h 00m 15s, episode reward -21, episode length 812, reward mean -21.0000
+[00h 00m 20s] agent steps 3000, emulator frames 12000, 200 steps/s
+Time 00h 00m 25s, episode reward -19, episode length 900, reward mean -20.0000
+--- a3g train resumed here, at 2500 agent steps ---
+env: \"PongDeterministic-v4\"
+load: true
+[00h 00m 10s] agent steps 3500, emulator frames 14000, 100 steps/s
+Time 00h 00m 05s, episode reward -15, episode length 1000, reward mean -15.0000
+--- a3g train started a new run here ---
+env: \"PongDeterministic-v4\"
+load: false
+Time 00h 00m 03s, episode reward -20, episode length 700, reward mean -20.0000
+[00h 00m 05s] agent steps 500, emulator frames 2000, 100 steps/s
+Time 00h 00m 07s, episode reward -21, episode len";
+
+    fn seconds_steps_means(curve: &Curve) -> Vec<(f64, Option<f64>, f64)> {
+        curve.games.iter().map(|g| (g.seconds, g.agent_steps, g.mean)).collect()
+    }
+
+    /// A resumed part continues its run's curve: its clock is offset by the last time
+    /// the part before it logged (a game at 25 s), agent steps are interpolated from
+    /// the separator's count at its start, and the mean runs on across the parts.
+    #[test]
+    fn resumed_part_continues_the_curve() {
+        let log = parse(TWO_RUNS);
+        assert_eq!(log.env.as_deref(), Some("PongDeterministic-v4"));
+        assert!(log.has_status_lines);
+        assert_eq!(log.curves.len(), 2);
+        let first = &log.curves[0];
+        assert_eq!(
+            seconds_steps_means(first),
+            [
+                // Between the status lines at 10 s (1000) and 20 s (3000).
+                (15.0, Some(2000.0), -21.0),
+                // After the last status line: on the line through the last two.
+                (25.0, Some(4000.0), -20.0),
+                // 25 s + 5 s, between the start (2500) and 10 s (3500).
+                (30.0, Some(3000.0), -55.0 / 3.0),
+            ]
+        );
+        assert_eq!(first.resumes, [Resume { seconds: 25.0, agent_steps: 2500 }]);
+    }
+
+    /// A new run starts a curve of its own at 0 s with its own mean; a game line cut
+    /// short (the run was killed while writing it) is left out.
+    #[test]
+    fn new_run_starts_its_own_curve() {
+        let second = &parse(TWO_RUNS).curves[1];
+        assert_eq!(seconds_steps_means(second), [(3.0, Some(300.0), -20.0)]);
+        assert!(second.resumes.is_empty());
+    }
+
+    /// The Python reference's lines carry a date before `Time` and its clock wraps
+    /// after 24 hours; with no status lines there are no agent steps.
+    #[test]
+    fn reference_log_reads_with_prefix_and_day_wrap() {
+        let log = parse(
+            "2018-03-01 10:00:00,001 : env: PongDeterministic-v4\n\
+             2018-03-01 10:00:21,002 : Time 00h 00m 21s, episode reward 500.0, episode length 500, reward mean 500.0000\n\
+             2018-03-02 09:59:59,003 : Time 23h 59m 59s, episode reward 400.0, episode length 400, reward mean 450.0000\n\
+             2018-03-02 10:00:21,004 : Time 00h 00m 21s, episode reward 300.0, episode length 300, reward mean 400.0000\n",
+        );
+        assert_eq!(log.env.as_deref(), Some("PongDeterministic-v4"));
+        assert!(!log.has_status_lines);
+        assert_eq!(
+            seconds_steps_means(&log.curves[0]),
+            [(21.0, None, 500.0), (86_399.0, None, 450.0), (86_421.0, None, 400.0)]
+        );
+    }
+
+    /// A resumed run in a log of its own (no separator, `load: true`) has unknown
+    /// steps at its start: games before its first status line are extrapolated back
+    /// from the first two status lines, and there is no resume marker.
+    #[test]
+    fn resumed_run_without_separator_extrapolates() {
+        let log = parse(
+            "load: true\n\
+             Time 00h 00m 05s, episode reward 1, episode length 10, reward mean 1.0000\n\
+             [00h 00m 10s] agent steps 9000, emulator frames 36000, 100 steps/s\n\
+             [00h 00m 20s] agent steps 10000, emulator frames 40000, 100 steps/s\n",
+        );
+        assert_eq!(seconds_steps_means(&log.curves[0]), [(5.0, Some(8500.0), 1.0)]);
+        assert!(log.curves[0].resumes.is_empty());
+    }
+
+    /// The mean covers the last 100 games, as the test agent's does.
+    #[test]
+    fn mean_covers_the_last_hundred_games() {
+        let text: String = (0..150)
+            .map(|i| {
+                format!(
+                    "Time 00h 00m {:02}s, episode reward {i}, episode length 1, reward mean 0\n",
+                    i % 60
+                )
+            })
+            .collect();
+        let games = &parse(&text).curves[0].games;
+        assert_eq!(games[99].mean, 49.5);
+        assert_eq!(games[149].mean, 99.5);
+    }
+
+    /// A log with arguments only has no curve.
+    #[test]
+    fn log_without_games_has_no_curve() {
+        let log = parse("env: \"CartPole-v1\"\n[00h 00m 05s] agent steps 10, emulator frames 10\n");
+        assert!(log.curves.is_empty());
+    }
+
+    /// Tick labels drop trailing zeros and count steps with SI suffixes; the time
+    /// axis counts in seconds, minutes or hours by the run's length.
+    #[test]
+    fn axis_labels() {
+        assert_eq!(short_number(&0.5), "0.5");
+        assert_eq!(short_number(&-20.0), "-20");
+        assert_eq!(short_number(&-0.001), "0");
+        assert_eq!(si_number(&250_000.0), "250k");
+        assert_eq!(si_number(&1_500_000.0), "1.5M");
+        assert_eq!(si_number(&0.0), "0");
+        assert_eq!(time_unit(90.0).1, "seconds");
+        assert_eq!(time_unit(3600.0).1, "minutes");
+        assert_eq!(time_unit(36_000.0).1, "hours");
+    }
+}
