@@ -12,6 +12,9 @@ and each is measured over the same steady window (after a warm-up) of its run.
 - CPU shares (of one core, so two busy cores make 200%) come from /proc: per process
   for the reference, per thread for a3g, over the same window. The test agent's share
   is a3g's `test agent` thread and the reference's "Test Agent" process.
+- Agent steps per CPU-second (of all the run's processes or threads) are printed too:
+  where other work shares the machine, each run gets what cores it can, and this figure
+  separates a trainer's own cost per step from the share of the machine it got.
 
 Run through benches/against_reference.sh, which installs the reference and its Python
 packages and builds a3g; `--help` lists the options.
@@ -237,10 +240,12 @@ def run_reference(args, scratch):
     trained = steps1.get("train", 0) - steps0.get("train", 0)
     cpu = cpu_by_name(cpu0, cpu1, lambda role: role)
     cpu["all"] = sum(cpu.values())
+    per_cpu_second = trained / cpu["all"]
     cpu = {role: share(seconds, window) for role, seconds in cpu.items()}
     test_steps = steps1.get("test", 0) - steps0.get("test", 0)
     return {
         "rate": trained / window,
+        "per_cpu_second": per_cpu_second,
         "detail": f"{trained:,} agent steps in {window:.0f} s; CPU, share of one core: "
         f"test agent {cpu.get('test', '0%')} ({test_steps:,} steps of its own), "
         f"{args.workers} training processes {cpu.get('train', '0%')}, "
@@ -298,10 +303,14 @@ def run_a3g(args, scratch):
 
     cpu = cpu_by_name(cpu0, cpu1, thread_kind)
     cpu["all"] = sum(cpu.values())
+    rate = (steps1 - steps0) / (last - first)
+    # The CPU window (t0..t1) and the status lines' window differ by a few seconds.
+    per_cpu_second = rate * (t1 - t0) / cpu["all"]
     cpu = {kind: share(seconds, t1 - t0) for kind, seconds in cpu.items()}
     phases = mean_phases([phases for _, _, phases in window[1:]])
     return {
-        "rate": (steps1 - steps0) / (last - first),
+        "rate": rate,
+        "per_cpu_second": per_cpu_second,
         "detail": f"{steps1 - steps0:,} agent steps in {last - first:.0f} s; CPU, share of one core: "
         f"test agent {cpu.get('test', '0%')}, training threads {cpu.get('train', '0%')}, "
         f"other threads {cpu.get('other', '0%')}, all {cpu['all']}; "
@@ -339,23 +348,30 @@ def main():
             result.update(side=side, round=round)
             results.append(result)
             print(
-                f"round {round}, {side}: {result['rate']:.1f} agent steps/s ({result['detail']}); "
+                f"round {round}, {side}: {result['rate']:.1f} agent steps/s, "
+                f"{result['per_cpu_second']:.1f} per CPU-second ({result['detail']}); "
                 f"load average {load_before} before, {load_average()} after",
                 flush=True,
             )
     print()
-    print("| round | rl_a3c_pytorch (agent steps/s) | a3g (agent steps/s) | a3g / reference |")
-    print("| --- | --- | --- | --- |")
+    print(
+        "| round | rl_a3c_pytorch (agent steps/s) | a3g (agent steps/s) | a3g / reference "
+        "| the same per CPU-second: reference, a3g, a3g / reference |"
+    )
+    print("| --- | --- | --- | --- | --- |")
     for round in range(1, args.rounds + 1):
-        rates = {r["side"]: r["rate"] for r in results if r["round"] == round}
-        reference, a3g = rates.get("reference"), rates.get("a3g")
-        ratio = f"{a3g / reference:.2f}x" if reference and a3g else "-"
-        cells = [f"{rate:.1f}" if rate else "-" for rate in (reference, a3g)]
-        print(f"| {round} | {cells[0]} | {cells[1]} | {ratio} |")
+        cells = []
+        for figure in ("rate", "per_cpu_second"):
+            found = {r["side"]: r[figure] for r in results if r["round"] == round}
+            reference, a3g = found.get("reference"), found.get("a3g")
+            cells += [f"{value:.1f}" if value else "-" for value in (reference, a3g)]
+            cells.append(f"{a3g / reference:.2f}x" if reference and a3g else "-")
+        print(f"| {round} | {' | '.join(cells[:3])} | {', '.join(cells[3:])} |")
     if len(sides) == 2:
         totals = {side: sum(r["rate"] for r in results if r["side"] == side) for side in sides}
         print(
-            f"\nall rounds: a3g at {totals['a3g'] / totals['reference']:.2f}x the reference's agent steps/s"
+            f"\nall rounds: a3g at {totals['a3g'] / totals['reference']:.2f}x "
+            "the reference's agent steps/s"
         )
 
 
