@@ -302,10 +302,11 @@ pub fn run(args: &TrainArgs) -> Result<()> {
         }
         if status.due(status_interval) {
             let sample = status.sample(&counters);
-            console::say(&sample.line());
+            let line = sample.line();
+            console::say(&line);
             // In the log too, so that a learning curve can be drawn against agent steps
             // from the log alone (scripts reading the reference's logs skip such lines).
-            if let Err(err) = log.write_line(&sample.line()) {
+            if let Err(err) = log.write_line(&line) {
                 monitor_error = Some(err);
                 stop.request(StopReason::Failure("cannot write the log".into()));
             }

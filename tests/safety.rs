@@ -7,7 +7,7 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::util::{assert_one_line_error, Lines, Scratch};
+use crate::util::{assert_one_line_error, signal, Lines, Scratch};
 
 const SHIPPED_CARTPOLE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/trained_models/CartPole-v1");
 
@@ -33,14 +33,6 @@ fn spawn(scratch: &Scratch, args: &[String]) -> Child {
         .stderr(Stdio::piped())
         .spawn()
         .expect("start a3g")
-}
-
-fn signal(child: &Child, name: &str) {
-    let status = Command::new("kill")
-        .args([&format!("-{name}"), &child.id().to_string()])
-        .status()
-        .expect("run kill");
-    assert!(status.success());
 }
 
 /// Waits (up to `limit`) until `path` exists.

@@ -5,7 +5,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::util::{assert_one_line_error, Lines, Scratch};
+use crate::util::{assert_one_line_error, signal, Lines, Scratch};
 
 /// The last "reward mean" the test agent printed.
 fn last_reward_mean(stdout: &str) -> f64 {
@@ -215,9 +215,7 @@ fn sigint_stops_cleanly_with_a_checkpoint() {
     let mut stdout = Lines::stdout(&mut child);
     stdout.wait_for("steps/s");
     let signalled = Instant::now();
-    let status =
-        Command::new("kill").args(["-INT", &child.id().to_string()]).status().expect("run kill");
-    assert!(status.success());
+    signal(&child, "INT");
     let output = child.wait_with_output().expect("wait for a3g");
     assert!(
         signalled.elapsed() < Duration::from_secs(30),

@@ -138,3 +138,12 @@ pub fn assert_one_line_error(run: &Run) -> String {
     assert!(lines[0].starts_with("error: "), "not an error line: {:?}", lines[0]);
     lines[0].to_string()
 }
+
+/// Sends signal `name` (INT, TERM, KILL) to a running a3g.
+pub fn signal(child: &Child, name: &str) {
+    let status = Command::new("kill")
+        .args([&format!("-{name}"), &child.id().to_string()])
+        .status()
+        .expect("run kill");
+    assert!(status.success());
+}
