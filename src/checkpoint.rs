@@ -26,16 +26,17 @@ use crate::shared_optim::OptimizerKind;
 /// reader keeps exactly; a run would need centuries to reach it, so more means damage.
 pub const MAX_COUNTER: u64 = 1 << 53;
 
-/// Counters a run resumes from.
+/// The progress a checkpoint records and a resumed run continues from (the live,
+/// atomic counterpart is [`crate::monitor::TrainingCounters`]).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct Counters {
+pub struct SavedCounters {
     pub agent_steps: u64,
     pub env_frames: u64,
     pub updates: u64,
     pub test_games: u64,
 }
 
-impl Counters {
+impl SavedCounters {
     /// The first counter beyond [`MAX_COUNTER`], by name.
     fn out_of_range(&self) -> Option<(&'static str, u64)> {
         [
@@ -63,7 +64,7 @@ pub struct Sidecar {
     pub env: String,
     pub model: ModelSpec,
     pub optimizer: OptimizerKind,
-    pub counters: Counters,
+    pub counters: SavedCounters,
     /// The best test-game score of the run so far, so that a resumed --save-max run
     /// does not replace the saved weights with worse ones.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -359,7 +360,8 @@ impl safetensors::View for &TensorBytes {
 fn serialize(path: &Path, tensors: &[(&str, &Tensor)]) -> Result<Vec<u8>> {
     let mut views = Vec::with_capacity(tensors.len());
     for (name, tensor) in tensors {
-        // A copy first: workers keep updating the shared weights while we write.
+        // On the host and in f32; callers pass copies that training no longer changes
+        // (for a CPU f32 tensor these conversions return the tensor itself).
         let copy =
             tch::no_grad(|| tensor.to_device(tch::Device::Cpu).to_kind(Kind::Float).contiguous());
         if let Some(problem) = implausible_values(name, &copy) {
@@ -520,7 +522,7 @@ fn lone_model_sidecar() -> Sidecar {
             head: crate::model::Head::Discrete { actions: 0 },
         },
         optimizer: OptimizerKind::RmsProp,
-        counters: Counters::default(),
+        counters: SavedCounters::default(),
         best_score: None,
         checksums: None,
         args: serde_json::Value::Null,
@@ -759,7 +761,7 @@ mod tests {
                 head: Head::Discrete { actions: 2 },
             },
             optimizer: OptimizerKind::RmsProp,
-            counters: Counters { agent_steps: 7, env_frames: 28, updates: 1, test_games: 0 },
+            counters: SavedCounters { agent_steps: 7, env_frames: 28, updates: 1, test_games: 0 },
             best_score: Some(12.0),
             checksums: None,
             args: serde_json::json!({"lr": 0.1}),

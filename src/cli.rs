@@ -68,6 +68,49 @@ impl ModelName {
     }
 }
 
+/// Which trainer runs the workers (`--trainer`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, Serialize, Deserialize)]
+pub enum TrainerName {
+    /// Workers that each act and update alone, as the reference runs them.
+    #[value(name = "a3c")]
+    A3c,
+    /// GA3C: agents whose forward passes predictor threads batch, and trainer threads
+    /// that merge the agents' segments into one update.
+    #[value(name = "ga3c")]
+    Ga3c,
+}
+
+/// Flags of the batched trainer (`--trainer ga3c`); A3C ignores them.
+#[derive(Clone, Debug, Args, Serialize, Deserialize)]
+pub struct Ga3cArgs {
+    /// Predictor threads, each gathering the agents' observations into one forward pass.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=64), help_heading = "Batched trainer (--trainer ga3c)")]
+    pub predictors: u32,
+    /// Trainer threads, each merging segments into one update of the shared model.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=64), help_heading = "Batched trainer (--trainer ga3c)")]
+    pub trainers: u32,
+    /// Most observations in one forward pass.
+    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..=4096), help_heading = "Batched trainer (--trainer ga3c)")]
+    pub predict_batch: u32,
+    /// A predictor waits for this many observations before its forward pass...
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=4096), help_heading = "Batched trainer (--trainer ga3c)")]
+    pub predict_min_batch: u32,
+    /// ...or for this many microseconds after the first, whichever comes first.
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u64).range(0..=1_000_000), help_heading = "Batched trainer (--trainer ga3c)")]
+    pub predict_timeout_us: u64,
+    /// Segments (of up to --num-steps agent steps) merged into one update.
+    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=1024), help_heading = "Batched trainer (--trainer ga3c)")]
+    pub train_batch: u32,
+    /// Updates a segment's acting weights may trail the shared model by; older
+    /// segments are dropped.
+    #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u64).range(0..=1_000_000), help_heading = "Batched trainer (--trainer ga3c)")]
+    pub max_policy_lag: u64,
+    /// Change the counts of agents, predictors and trainers by one at a time while
+    /// training, keeping a change only when agent steps/s improve over a window.
+    #[arg(long, help_heading = "Batched trainer (--trainer ga3c)")]
+    pub autotune: bool,
+}
+
 /// The shared optimizer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, Serialize, Deserialize)]
 pub enum OptimizerName {
@@ -117,10 +160,14 @@ pub struct TrainArgs {
     #[serde(flatten)]
     pub environment: EnvArgs,
 
-    /// Training threads, each with its own environment and model copy (default: the
+    /// Workers (a3c) or agents (ga3c), each with its own environment (default: the
     /// number of cores).
     #[arg(long, help_heading = "Workers")]
     pub workers: Option<usize>,
+    /// The trainer: asynchronous workers (a3c) or batched agents, predictors and
+    /// trainers (ga3c).
+    #[arg(long, value_enum, default_value_t = TrainerName::A3c, help_heading = "Workers")]
+    pub trainer: TrainerName,
     /// Agent steps per rollout, between weight pulls and gradient pushes.
     #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u32).range(1..), help_heading = "Workers")]
     pub num_steps: u32,
@@ -246,6 +293,8 @@ pub struct TrainArgs {
     #[arg(long, help_heading = "Monitoring")]
     #[serde(default)]
     pub profile_phases: bool,
+    #[command(flatten)]
+    pub ga3c: Ga3cArgs,
 }
 
 /// A duration given as 90s, 10m, 2h or plain seconds, kept as written for the logs.

@@ -308,13 +308,14 @@ mod tests {
     #[test]
     fn models_are_read_only_through_this_module() {
         let files = [
-            ("agent.rs", include_str!("agent.rs")),
+            ("a3c/worker.rs", include_str!("a3c/worker.rs")),
             ("eval.rs", include_str!("eval.rs")),
             ("gradients.rs", include_str!("gradients.rs")),
             ("model.rs", include_str!("model.rs")),
+            ("policy.rs", include_str!("policy.rs")),
             ("rollout.rs", include_str!("rollout.rs")),
-            ("tester.rs", include_str!("tester.rs")),
-            ("worker.rs", include_str!("worker.rs")),
+            ("shared.rs", include_str!("shared.rs")),
+            ("test_agent.rs", include_str!("test_agent.rs")),
         ];
         let bypasses =
             ["double_value(", "int64_value(", "f64_value(", "try_from(", "try_into(", "to_device("];

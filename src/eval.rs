@@ -18,7 +18,7 @@ use crate::error::{Error, Result};
 use crate::game_log::{self, GameLog};
 use crate::gif::GifWriter;
 use crate::model::{ActorCritic, ModelSpec};
-use crate::tester::play_greedy_game;
+use crate::test_agent::play_greedy_game;
 
 /// What `--json` prints: the evaluation's summary and every game's score.
 #[derive(Debug, Serialize)]

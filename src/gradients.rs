@@ -218,7 +218,7 @@ mod tests {
             model.parameters().iter().map(|(_, tensor)| tensor.shallow_clone()).collect()
         };
         let (per_tensor, buffered) = (parameters(&per_tensor_model), parameters(&buffered_model));
-        crate::worker::pull(&per_tensor, &buffered);
+        crate::shared::copy_weights(&per_tensor, &buffered);
         let buffer = GradientBuffer::new(&buffered, Device::Cpu);
         let loss_of = |model: &ActorCritic, update: i64| {
             let screens =

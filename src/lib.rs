@@ -8,13 +8,17 @@
 //! - [`env`](mod@env): the environments: Atari games through the ALE emulator with Gym's id
 //!   semantics and the reference's wrapper stack, and classic control.
 //! - [`envs`]: the `a3g envs` subcommand.
-//! - [`model`]: the actor-critic networks; [`agent`]: choosing actions from them.
+//! - [`model`]: the actor-critic networks; [`policy`]: choosing actions from them.
 //! - [`rollout`]: returns, GAE and the loss; [`gradients`]: an update's gradients on
-//!   their way to the shared model; [`shared_optim`]: the shared optimizers.
-//! - [`worker`]: workers (environment, LSTM state, rollouts) and the training threads
-//!   that take them in turn; [`tester`]: the test agent's thread.
-//! - [`train`]: `a3g train`, which starts, watches and stops them; [`stop`]: how;
-//!   [`tensorboard`]: its TensorBoard event files.
+//!   their way to the shared model; [`shared_optim`]: the shared optimizers;
+//!   [`shared`]: the shared model and the one way threads read and update it.
+//! - [`train`]: `a3g train`, which starts a trainer and the test agent; [`config`]:
+//!   its flags, checked; [`monitor`]: status lines, test games, checkpoints and budgets
+//!   for either trainer; [`stop`]: how a run stops; [`tensorboard`]: its event files.
+//! - The trainers: [`a3c`], workers (environment, LSTM state, rollouts) taken in turn
+//!   by training threads; [`ga3c`], agents, predictors that batch their forward
+//!   passes and trainers that batch their updates. [`test_agent`]: the test agent's
+//!   thread, which both run.
 //! - [`checkpoint`]: saving and loading models, statistics and counters;
 //!   [`torch_file`]: reading PyTorch's `torch.save` state dicts.
 //! - [`eval`]: `a3g eval`, the evaluation over many games; [`gif`]: its recordings;
@@ -28,9 +32,10 @@
 //! - *agent step*: one action chosen by the agent; with frame skip it spans several
 //!   emulator frames. Counters carry their unit (`env_frames`, `agent_steps`).
 
-pub mod agent;
+pub mod a3c;
 pub mod checkpoint;
 pub mod cli;
+pub mod config;
 pub mod console;
 pub mod device;
 pub mod env;
@@ -41,15 +46,17 @@ pub mod game_log;
 pub mod gif;
 pub mod gradients;
 pub mod model;
+pub mod monitor;
 pub mod plot;
+pub mod policy;
 pub mod rollout;
+pub mod shared;
 pub mod shared_optim;
 pub mod stop;
 pub mod tensorboard;
-pub mod tester;
+pub mod test_agent;
 pub mod torch_file;
 pub mod train;
-pub mod worker;
 
 pub use error::{Error, Result};
 

@@ -247,8 +247,22 @@ impl ActorCritic {
 
     /// Runs `observations` (`[batch, ...observation shape]`) from `state`.
     pub fn forward(&self, observations: &Tensor, state: &LstmState) -> Output {
-        let features = self.body.forward(observations).flatten(1, -1);
-        let (features, state) = match &self.lstm {
+        let (features, state) = self.recurrent_step(&self.features(observations), state);
+        let (value, policy) = self.heads(&features);
+        Output { value, policy, state }
+    }
+
+    /// The body's features of `observations`, `[batch, features]`: the part of a step
+    /// that does not depend on the LSTM state, so that a recomputed rollout can run
+    /// it over all its observations in one batch.
+    pub fn features(&self, observations: &Tensor) -> Tensor {
+        self.body.forward(observations).flatten(1, -1)
+    }
+
+    /// The LSTM cell over `features` from `state`: the heads' input and the next
+    /// state. Without an LSTM the features pass through and the state is kept.
+    pub fn recurrent_step(&self, features: &Tensor, state: &LstmState) -> (Tensor, LstmState) {
+        match &self.lstm {
             Some(cell) => {
                 let (hidden, cell_state) = features.lstm_cell(
                     &[&state.hidden, &state.cell],
@@ -260,23 +274,28 @@ impl ActorCritic {
                 (hidden.shallow_clone(), LstmState { hidden, cell: cell_state })
             }
             None => (
-                features,
+                features.shallow_clone(),
                 LstmState {
                     hidden: state.hidden.shallow_clone(),
                     cell: state.cell.shallow_clone(),
                 },
             ),
-        };
-        let value = self.critic.forward(&features);
+        }
+    }
+
+    /// The critic's value (`[batch, 1]`) and the policy for the heads' input
+    /// `[batch, hidden]`.
+    pub fn heads(&self, features: &Tensor) -> (Tensor, Policy) {
+        let value = self.critic.forward(features);
         let policy = match &self.gaussian {
             Some(head) => {
-                let mean = self.actor.forward(&features).tanh() * &head.half_range + &head.center;
-                let std = head.std.forward(&features).softplus() + MIN_STD;
+                let mean = self.actor.forward(features).tanh() * &head.half_range + &head.center;
+                let std = head.std.forward(features).softplus() + MIN_STD;
                 Policy::Gaussian { mean, std }
             }
-            None => Policy::Logits(self.actor.forward(&features)),
+            None => Policy::Logits(self.actor.forward(features)),
         };
-        Output { value, policy, state }
+        (value, policy)
     }
 }
 

@@ -14,7 +14,7 @@ use plotters::style::text_anchor::{HPos, Pos, VPos};
 use crate::cli::PlotArgs;
 use crate::console;
 use crate::error::{Error, Result};
-use crate::train::MEAN_WINDOW;
+use crate::monitor::MEAN_WINDOW;
 
 /// The separator `a3g train` writes before a fresh run's lines in a log that has some.
 const NEW_RUN: &str = "--- a3g train started a new run here ---";

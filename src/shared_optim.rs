@@ -74,6 +74,21 @@ impl SharedOptimizer {
         }
     }
 
+    /// An optimizer of its own, starting from copies of these statistics and this
+    /// step count (--shared-optimizer false: each worker steps its own).
+    pub fn duplicate(&self) -> Self {
+        SharedOptimizer {
+            kind: self.kind,
+            learning_rate: self.learning_rate,
+            statistics: self
+                .statistics
+                .iter()
+                .map(|row| row.iter().map(Tensor::copy).collect())
+                .collect(),
+            steps: Arc::new(AtomicU64::new(self.steps())),
+        }
+    }
+
     /// Updates applied so far.
     pub fn steps(&self) -> u64 {
         self.steps.load(Ordering::Relaxed)

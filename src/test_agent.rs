@@ -6,12 +6,12 @@ use std::time::{Duration, Instant};
 use crossbeam::channel::Sender;
 use tch::{nn, Device, Tensor};
 
-use crate::agent;
 use crate::env::Env;
 use crate::error::Result;
 use crate::model::{ActorCritic, LstmState, ModelSpec};
+use crate::policy;
+use crate::shared::SharedModel;
 use crate::stop::Stop;
-use crate::worker::pull;
 
 /// One finished test game.
 #[derive(Debug)]
@@ -56,7 +56,7 @@ pub fn play_greedy_game(
         }
         let input = crate::device::upload(&observation, &batch_shape, device);
         let output = model.forward(&input, &state);
-        let step = env.step(&agent::greedy(&output.policy, action_space.bounds()));
+        let step = env.step(&policy::greedy(&output.policy, action_space.bounds()));
         reward += f64::from(step.reward);
         length += 1;
         state = output.state;
@@ -91,8 +91,8 @@ pub struct TestAgent {
     pub spec: ModelSpec,
     /// Where its model runs; the weights it reports are copies on the CPU.
     pub device: Device,
-    /// Handles on the shared (CPU) parameters, pulled before every game.
-    pub shared_parameters: Vec<Tensor>,
+    /// The shared model, pulled before every game.
+    pub shared: SharedModel,
     pub max_episode_length: u32,
     /// Share of one core it may take, in (0, 1]: it rests between games to keep to it.
     pub core_share: f64,
@@ -101,8 +101,7 @@ pub struct TestAgent {
 impl TestAgent {
     /// Plays test games until a stop is requested, sending each result to the monitor.
     pub fn run(self, stop: Stop, started: Instant, results: Sender<EpisodeStats>) {
-        let TestAgent { mut env, spec, device, shared_parameters, max_episode_length, core_share } =
-            self;
+        let TestAgent { mut env, spec, device, shared, max_episode_length, core_share } = self;
         tch::set_num_threads(1);
         let vs = nn::VarStore::new(device);
         let model = ActorCritic::new(&vs, &spec);
@@ -110,7 +109,7 @@ impl TestAgent {
             model.parameters().iter().map(|(_, tensor)| tensor.shallow_clone()).collect();
         while !stop.requested() {
             let game_started = Instant::now();
-            pull(&shared_parameters, &local);
+            shared.pull(&local);
             let played = play_greedy_game(
                 env.as_mut(),
                 &model,

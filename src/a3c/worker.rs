@@ -14,119 +14,24 @@
 //! experience is what it would have been; a worker waiting in the queue is one that
 //! would only have been waiting for a core.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crossbeam::channel::{Receiver, RecvTimeoutError, Sender};
-use tch::{nn, Device, Tensor};
+use tch::Device;
 
-use crate::agent;
 use crate::device;
 use crate::env::rng::Rng;
 use crate::env::{ActionSpace, Env};
 use crate::error::{Error, Result};
-use crate::gradients::GradientBuffer;
-use crate::model::{ActorCritic, LstmState, ModelSpec};
+use crate::gradients::UpdateCheck;
+use crate::model::{LstmState, ModelSpec};
+use crate::monitor::{lap, TrainingCounters};
+use crate::policy;
 use crate::rollout::{LossConfig, RewardShaping, Rollout};
-use crate::shared_optim::SharedOptimizer;
+use crate::shared::{LocalModel, SharedModel};
 use crate::stop::Stop;
-
-/// Non-finite updates in a row after which training stops: by then the shared model
-/// itself has diverged and more updates will not bring it back.
-pub const MAX_CONSECUTIVE_SKIPS: u64 = 100;
-
-/// Progress counters, summed over all workers. Workers add to them; the monitor loop
-/// reads them for status lines, budgets and checkpoints.
-#[derive(Default)]
-pub struct Counters {
-    pub agent_steps: AtomicU64,
-    pub env_frames: AtomicU64,
-    pub updates: AtomicU64,
-    /// Updates skipped for a non-finite loss or gradient, or one too large to use.
-    pub skipped_updates: AtomicU64,
-    /// Skipped updates since the last good one, over all workers.
-    pub consecutive_skips: AtomicU64,
-    /// Loss terms per agent step summed over kept updates, as f64 bits: status lines
-    /// show their mean since the previous line.
-    pub policy_loss_sum: AtomicU64,
-    pub value_loss_sum: AtomicU64,
-    pub entropy_sum: AtomicU64,
-    /// Time spent in each phase of an update, summed over workers.
-    pub phases: PhaseTimes,
-}
-
-/// Nanoseconds spent in each phase of an update, summed over all updates (kept or
-/// skipped) and workers: where a worker's time goes.
-#[derive(Default)]
-pub struct PhaseTimes {
-    /// Copying the shared weights into the local model.
-    pub pull: AtomicU64,
-    /// Playing the rollout: forward passes, sampling, environment steps.
-    pub rollout: AtomicU64,
-    /// The loss and its backward pass.
-    pub backward: AtomicU64,
-    /// Bringing the gradients to the shared model's device and checking them.
-    pub push: AtomicU64,
-    /// The shared optimizer's step.
-    pub step: AtomicU64,
-}
-
-impl PhaseTimes {
-    /// The phases' names and totals in nanoseconds, in the order an update runs them.
-    pub fn totals(&self) -> [(&'static str, u64); 5] {
-        [
-            ("pull", self.pull.load(Ordering::Relaxed)),
-            ("rollout", self.rollout.load(Ordering::Relaxed)),
-            ("backward", self.backward.load(Ordering::Relaxed)),
-            ("push", self.push.load(Ordering::Relaxed)),
-            ("step", self.step.load(Ordering::Relaxed)),
-        ]
-    }
-}
-
-/// Adds `value` to the f64 whose bits `counter` holds.
-fn add_f64(counter: &AtomicU64, value: f64) {
-    let _ = counter.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |bits| {
-        Some((f64::from_bits(bits) + value).to_bits())
-    });
-}
-
-/// Adds the time since `*since` to `counter` and restarts the clock. With
-/// --profile-phases (`wait_for` is the worker's device) it first waits for the device's
-/// queued work, so that a phase is charged with its own kernels rather than with
-/// whichever later phase happens to wait for them; without it a GPU is not kept idle
-/// for the sake of the figures.
-fn lap(counter: &AtomicU64, since: &mut Instant, wait_for: Option<Device>) {
-    if let Some(device) = wait_for {
-        device::synchronize(device);
-    }
-    let now = Instant::now();
-    counter.fetch_add((now - *since).as_nanos() as u64, Ordering::Relaxed);
-    *since = now;
-}
-
-/// A thread's local copy of the model, with its own gradients.
-struct LocalModel {
-    // Owns the variables that `model` and `parameters` point into.
-    _store: nn::VarStore,
-    model: ActorCritic,
-    /// The model's parameters in its parameter order (that of the shared handles).
-    parameters: Vec<Tensor>,
-    /// Where the parameters' gradients live, and their way to the shared model.
-    gradients: GradientBuffer,
-}
-
-impl LocalModel {
-    fn new(spec: &ModelSpec, device: Device) -> Self {
-        let store = nn::VarStore::new(device);
-        let model = ActorCritic::new(&store, spec);
-        let parameters: Vec<Tensor> =
-            model.parameters().iter().map(|(_, tensor)| tensor.shallow_clone()).collect();
-        let gradients = GradientBuffer::new(&parameters, device);
-        LocalModel { _store: store, model, parameters, gradients }
-    }
-}
 
 /// A played rollout on its way to its update.
 struct Collected {
@@ -202,15 +107,14 @@ pub struct WorkerSetup {
     pub device: Device,
     pub env: Box<dyn Env>,
     pub spec: ModelSpec,
-    /// Handles on the shared (CPU) parameters, in the model's parameter order.
-    pub shared_parameters: Vec<Tensor>,
-    pub optimizer: SharedOptimizer,
+    /// The shared model, with the optimizer this worker steps it with.
+    pub shared: SharedModel,
     pub num_steps: u32,
     pub max_episode_length: u32,
     pub loss: LossConfig,
     pub rewards: RewardShaping,
     pub seed: u64,
-    pub counters: Arc<Counters>,
+    pub counters: Arc<TrainingCounters>,
     /// Wait for the device at each phase boundary, so phase times are exact on a GPU.
     pub profile_phases: bool,
 }
@@ -261,7 +165,10 @@ impl Worker {
     /// within one step however long rollouts are.
     fn train_one_rollout(&mut self, local: &LocalModel, stop: &Stop) -> Result<()> {
         match self.collect_rollout(local, stop) {
-            Some(collected) => self.apply_update(local, collected),
+            Some(mut collected) => {
+                let checked = self.compute_gradients(local, &mut collected);
+                self.apply(local, collected, checked)
+            }
             None => Ok(()),
         }
     }
@@ -277,7 +184,7 @@ impl Worker {
         let batch_shape = self.batch_shape.as_slice();
         let phases = &setup.counters.phases;
         let mut clock = Instant::now();
-        pull(&setup.shared_parameters, local_parameters);
+        setup.shared.pull(local_parameters);
         lap(&phases.pull, &mut clock, profile);
         let mut state =
             if self.done { LstmState::zeros(&setup.spec, device) } else { self.state.detached() };
@@ -289,7 +196,7 @@ impl Worker {
             }
             let input = device::upload(&self.observation, batch_shape, device);
             let output = model.forward(&input, &state);
-            let sampled = agent::sample(
+            let sampled = policy::sample(
                 &output.policy,
                 &output.value,
                 &mut self.rng,
@@ -328,61 +235,43 @@ impl Worker {
         Some(Collected { rollout, bootstrap, clock })
     }
 
-    /// Backpropagates a rollout's loss and applies its gradients to the shared model,
-    /// with one host sync: the copy that brings the gradients, their check and the
-    /// loss terms to the host together.
-    fn apply_update(&mut self, local: &LocalModel, collected: Collected) -> Result<()> {
-        let Collected { rollout, bootstrap, mut clock } = collected;
-        let setup = &mut self.setup;
+    /// Backpropagates a rollout's loss into the local gradient buffer and brings the
+    /// gradients to the host with their check, in one host sync: the copy that
+    /// brings the gradients, their check and the loss terms together.
+    fn compute_gradients(&self, local: &LocalModel, collected: &mut Collected) -> UpdateCheck {
+        let setup = &self.setup;
         let profile = setup.profile_phases.then_some(setup.device);
         let phases = &setup.counters.phases;
-        let loss = rollout.loss(bootstrap, &setup.loss);
+        let loss = collected.rollout.loss(collected.bootstrap, &setup.loss);
         local.gradients.zero();
         loss.total.backward();
-        lap(&phases.backward, &mut clock, profile);
+        lap(&phases.backward, &mut collected.clock, profile);
         let checked = local.gradients.transfer(&loss);
-        lap(&phases.push, &mut clock, profile);
-        if checked.finite {
-            setup.optimizer.step(&setup.shared_parameters, local.gradients.host_gradients());
-            lap(&phases.step, &mut clock, profile);
-            setup.counters.updates.fetch_add(1, Ordering::Relaxed);
-            setup.counters.consecutive_skips.store(0, Ordering::Relaxed);
-            let steps = rollout.len() as f64;
-            for (counter, term) in [
-                &setup.counters.policy_loss_sum,
-                &setup.counters.value_loss_sum,
-                &setup.counters.entropy_sum,
-            ]
-            .into_iter()
-            .zip(checked.terms)
-            {
-                add_f64(counter, term / steps);
-            }
-        } else {
-            setup.counters.skipped_updates.fetch_add(1, Ordering::Relaxed);
-            let in_a_row = setup.counters.consecutive_skips.fetch_add(1, Ordering::Relaxed) + 1;
-            if in_a_row >= MAX_CONSECUTIVE_SKIPS {
-                return Err(Error::Training(format!(
-                    "{in_a_row} updates in a row had a non-finite or overflowing loss or gradient, so training stopped \
-                     (the last good checkpoint is kept); lower --lr or check the environment's rewards"
-                )));
-            }
+        lap(&phases.push, &mut collected.clock, profile);
+        checked
+    }
+
+    /// Steps the shared model with the gradients [`Worker::compute_gradients`] left
+    /// in the buffer, or skips the update if they were not finite.
+    fn apply(
+        &mut self,
+        local: &LocalModel,
+        collected: Collected,
+        checked: UpdateCheck,
+    ) -> Result<()> {
+        let Collected { rollout, mut clock, .. } = collected;
+        if !checked.finite {
             // A diverged rollout leaves a state that may itself be non-finite.
             self.done = true;
+            return self.setup.counters.record_skip();
         }
+        let setup = &self.setup;
+        setup.shared.step(local.gradients.host_gradients());
+        let profile = setup.profile_phases.then_some(setup.device);
+        lap(&setup.counters.phases.step, &mut clock, profile);
+        setup.counters.record_update(checked.terms, rollout.len());
         Ok(())
     }
-}
-
-/// Copies the shared weights into the local model, so the whole rollout and its
-/// gradient see one consistent set of weights even while other workers update them.
-pub fn pull(shared: &[Tensor], local: &[Tensor]) {
-    tch::no_grad(|| {
-        for (shared, local) in shared.iter().zip(local) {
-            let mut local = local.shallow_clone();
-            local.copy_(shared);
-        }
-    });
 }
 
 #[cfg(test)]
@@ -390,7 +279,8 @@ mod tests {
     use super::*;
     use crate::env::{self, EnvOptions};
     use crate::model::ActorCritic;
-    use crate::shared_optim::OptimizerKind;
+    use crate::shared_optim::{OptimizerKind, SharedOptimizer};
+    use tch::{nn, Tensor};
 
     /// A worker of `env_id` on `device`, and a training thread's local model there, over
     /// a shared model and optimizer on the CPU, as `a3g train` builds them.
@@ -407,8 +297,7 @@ mod tests {
             device,
             env,
             spec: spec.clone(),
-            shared_parameters,
-            optimizer,
+            shared: SharedModel::new(&shared_parameters, optimizer),
             num_steps: 5,
             max_episode_length: 10_000,
             loss: LossConfig { gamma: 0.99, tau: 1.0, entropy_coef: 0.01, value_coef: 0.5 },
@@ -418,6 +307,12 @@ mod tests {
             profile_phases,
         };
         (Worker::new(setup), LocalModel::new(&spec, device))
+    }
+
+    /// Computes a rollout's gradients and applies them, as a training thread does.
+    fn apply_update(worker: &mut Worker, local: &LocalModel, mut collected: Collected) {
+        let checked = worker.compute_gradients(local, &mut collected);
+        worker.apply(local, collected, checked).unwrap();
     }
 
     /// An update (loss, backward pass, check, push, optimizer step) syncs with the host
@@ -446,7 +341,7 @@ mod tests {
                 let synced = device::host_syncs() - before;
                 assert_eq!(synced, steps + bootstrap + laps, "{env_id} rollout {rollout}");
                 let before = device::host_syncs();
-                worker.apply_update(&local, collected).unwrap();
+                apply_update(&mut worker, &local, collected);
                 let laps = if profile { 3 } else { 0 };
                 let synced = device::host_syncs() - before;
                 assert_eq!(synced, 1 + laps, "{env_id} update {rollout}");
@@ -503,13 +398,13 @@ mod tests {
                     tensors.iter().for_each(|tensor| on(what, tensor));
                 }
                 walk_model_and_state(&worker);
-                worker.apply_update(&local, collected).unwrap();
+                apply_update(&mut worker, &local, collected);
                 walk_model_and_state(&worker);
                 assert!(local.parameters.iter().all(|parameter| parameter.grad().defined()));
                 let names: Vec<String> =
                     (0..local.parameters.len()).map(|index| index.to_string()).collect();
-                let shared = worker.setup.shared_parameters.iter();
-                let statistics = worker.setup.optimizer.named_statistics(&names);
+                let shared = worker.setup.shared.parameters().iter();
+                let statistics = worker.setup.shared.optimizer().named_statistics(&names);
                 for tensor in shared.chain(statistics.iter().map(|(_, tensor)| *tensor)) {
                     assert_eq!(tensor.device(), Device::Cpu, "shared state of {env_id}");
                 }

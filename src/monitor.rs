@@ -1,0 +1,578 @@
+//! Watching a training run, whichever trainer runs it: the live counters every
+//! training thread adds to, status lines (stdout, the game log, TensorBoard), the test
+//! agent's games (log, TensorBoard, checkpoints, --save-max, --stop-at-mean), the
+//! budgets (--max-steps, --max-time) and the final checkpoint.
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crossbeam::channel::{Receiver, RecvTimeoutError};
+use tch::{Device, Tensor};
+
+use crate::checkpoint::{self, CheckpointWriter, SavedCounters, Sidecar};
+use crate::config::TrainConfig;
+use crate::console;
+use crate::device;
+use crate::error::{Error, Result};
+use crate::game_log::{self, GameLog};
+use crate::shared::SharedModel;
+use crate::stop::{self, Stop, StopReason};
+use crate::tensorboard::{Board, TrainingFigures};
+use crate::test_agent::EpisodeStats;
+
+/// Test games the running mean is taken over (`a3g plot` takes its own over as many).
+pub(crate) const MEAN_WINDOW: usize = 100;
+
+/// Non-finite updates in a row after which training stops: by then the shared model
+/// itself has diverged and more updates will not bring it back.
+pub const MAX_CONSECUTIVE_SKIPS: u64 = 100;
+
+/// Live progress, summed over all training threads, which add to it; the monitor
+/// reads it for status lines, budgets and checkpoints (the checkpoint's own record
+/// is [`SavedCounters`]).
+#[derive(Default)]
+pub struct TrainingCounters {
+    pub agent_steps: AtomicU64,
+    pub env_frames: AtomicU64,
+    pub updates: AtomicU64,
+    /// Updates skipped for a non-finite loss or gradient, or one too large to use.
+    pub skipped_updates: AtomicU64,
+    /// Skipped updates since the last good one, over all threads.
+    pub consecutive_skips: AtomicU64,
+    /// Loss terms per agent step summed over kept updates, as f64 bits: status lines
+    /// show their mean since the previous line.
+    pub policy_loss_sum: AtomicU64,
+    pub value_loss_sum: AtomicU64,
+    pub entropy_sum: AtomicU64,
+    /// Time spent in each phase of an update, summed over threads.
+    pub phases: PhaseTimes,
+}
+
+impl TrainingCounters {
+    /// Counters that continue from a checkpoint's.
+    pub fn resumed(saved: &SavedCounters) -> Self {
+        let counters = TrainingCounters::default();
+        counters.agent_steps.store(saved.agent_steps, Ordering::Relaxed);
+        counters.env_frames.store(saved.env_frames, Ordering::Relaxed);
+        counters.updates.store(saved.updates, Ordering::Relaxed);
+        counters
+    }
+
+    /// Records a kept update whose loss terms (summed over `steps` agent steps) were
+    /// `terms`: policy loss, value loss, entropy.
+    pub fn record_update(&self, terms: [f64; 3], steps: usize) {
+        self.updates.fetch_add(1, Ordering::Relaxed);
+        self.consecutive_skips.store(0, Ordering::Relaxed);
+        for (counter, term) in
+            [&self.policy_loss_sum, &self.value_loss_sum, &self.entropy_sum].into_iter().zip(terms)
+        {
+            add_f64(counter, term / steps as f64);
+        }
+    }
+
+    /// Records a skipped update; an error once [`MAX_CONSECUTIVE_SKIPS`] came in a row.
+    pub fn record_skip(&self) -> Result<()> {
+        self.skipped_updates.fetch_add(1, Ordering::Relaxed);
+        let in_a_row = self.consecutive_skips.fetch_add(1, Ordering::Relaxed) + 1;
+        if in_a_row >= MAX_CONSECUTIVE_SKIPS {
+            return Err(Error::Training(format!(
+                "{in_a_row} updates in a row had a non-finite or overflowing loss or gradient, so training stopped \
+                 (the last good checkpoint is kept); lower --lr or check the environment's rewards"
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// Nanoseconds spent in each phase of an update, summed over all updates (kept or
+/// skipped) and threads: where training time goes.
+#[derive(Default)]
+pub struct PhaseTimes {
+    /// Copying the shared weights into the local model.
+    pub pull: AtomicU64,
+    /// Playing the rollout: forward passes, sampling, environment steps (A3C only:
+    /// GA3C's agents play apart from its updates).
+    pub rollout: AtomicU64,
+    /// The loss and its backward pass (GA3C: with the re-unrolled forward).
+    pub backward: AtomicU64,
+    /// Bringing the gradients to the shared model's device and checking them.
+    pub push: AtomicU64,
+    /// The shared optimizer's step.
+    pub step: AtomicU64,
+}
+
+impl PhaseTimes {
+    /// The phases' names and totals in nanoseconds, in the order an update runs them.
+    pub fn totals(&self) -> [(&'static str, u64); 5] {
+        [
+            ("pull", self.pull.load(Ordering::Relaxed)),
+            ("rollout", self.rollout.load(Ordering::Relaxed)),
+            ("backward", self.backward.load(Ordering::Relaxed)),
+            ("push", self.push.load(Ordering::Relaxed)),
+            ("step", self.step.load(Ordering::Relaxed)),
+        ]
+    }
+}
+
+/// Adds the time since `*since` to `counter` and restarts the clock. With
+/// --profile-phases (`wait_for` is the worker's device) it first waits for the device's
+/// queued work, so that a phase is charged with its own kernels rather than with
+/// whichever later phase happens to wait for them; without it a GPU is not kept idle
+/// for the sake of the figures.
+pub fn lap(counter: &AtomicU64, since: &mut Instant, wait_for: Option<Device>) {
+    if let Some(device) = wait_for {
+        device::synchronize(device);
+    }
+    let now = Instant::now();
+    counter.fetch_add((now - *since).as_nanos() as u64, Ordering::Relaxed);
+    *since = now;
+}
+
+/// Adds `value` to the f64 whose bits `counter` holds.
+fn add_f64(counter: &AtomicU64, value: f64) {
+    let _ = counter.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |bits| {
+        Some((f64::from_bits(bits) + value).to_bits())
+    });
+}
+
+/// What a trainer adds to the monitor's loop.
+pub trait TrainerReport {
+    /// The trainer's own part of a status line, over the `seconds` since the
+    /// previous one (empty if it has nothing to add).
+    fn status(&mut self, seconds: f64) -> String;
+
+    /// Runs on every pass of the monitor's loop, about 20 times a second, with the
+    /// agent steps so far: where a trainer adjusts itself while it runs. A line it
+    /// returns goes to stdout and the game log.
+    fn tick(&mut self, _agent_steps: u64) -> Option<String> {
+        None
+    }
+}
+
+/// Everything the monitor writes to and reads from.
+pub struct Monitor<'a> {
+    config: &'a TrainConfig<'a>,
+    /// Checkpoint names of the parameters, in the shared model's order.
+    names: Vec<String>,
+    /// The handle whose optimizer statistics are saved.
+    shared: SharedModel,
+    checkpoints: CheckpointWriter,
+    log: GameLog,
+    board: Option<Board>,
+    pub counters: Arc<TrainingCounters>,
+    pub stop: Stop,
+    pub started: Instant,
+    /// The counters as of the previous status line.
+    status: StatusClock,
+    /// Test games played over the whole run, resumed ones included.
+    test_games: u64,
+    recent: VecDeque<f64>,
+    best: f64,
+    /// Whether a --save-max checkpoint was written by this run.
+    saved_best: bool,
+    /// The first error of the monitor's own (log, checkpoint), ended with.
+    error: Option<Error>,
+}
+
+impl<'a> Monitor<'a> {
+    /// Opens the checkpoint writer, the game log (with a line saying where this run
+    /// starts) and TensorBoard, and starts catching Ctrl-C.
+    pub fn open(
+        config: &'a TrainConfig<'a>,
+        names: Vec<String>,
+        shared: SharedModel,
+        resumed: SavedCounters,
+        resumed_best: Option<f64>,
+    ) -> Result<Self> {
+        let args = config.args;
+        let env_id = &args.environment.env;
+        let checkpoints = CheckpointWriter::new(&args.save_model_dir, env_id)?;
+        let log_path = args.log_dir.join(format!("{}_log", env_id.replace('/', "_")));
+        let separator = if args.load {
+            format!("--- a3g train resumed here, at {} agent steps ---", resumed.agent_steps)
+        } else {
+            "--- a3g train started a new run here ---".to_string()
+        };
+        let log = GameLog::append(&log_path, args, &separator)?;
+        let board = if args.tensorboard_logger {
+            Some(Board::create(&args.tensorboard_dir, env_id)?)
+        } else {
+            None
+        };
+        stop::catch_signals(format!(
+            "{} keeps the last complete checkpoint",
+            args.save_model_dir.display()
+        ));
+        let counters = Arc::new(TrainingCounters::resumed(&resumed));
+        let started = Instant::now();
+        Ok(Monitor {
+            status: StatusClock::new(started, &counters),
+            config,
+            names,
+            shared,
+            checkpoints,
+            log,
+            board,
+            counters,
+            stop: Stop::default(),
+            started,
+            test_games: resumed.test_games,
+            recent: VecDeque::with_capacity(MEAN_WINDOW),
+            // A resumed --save-max run only saves weights that match the best it had.
+            best: resumed_best.unwrap_or(f64::NEG_INFINITY),
+            saved_best: false,
+            error: None,
+        })
+    }
+
+    /// Watches the run until a stop is requested: test games as they come, a status
+    /// line every --status-interval, the budgets.
+    pub fn watch(&mut self, games: &Receiver<EpisodeStats>, trainer: &mut dyn TrainerReport) {
+        let args = self.config.args;
+        let status_interval = Duration::from_secs_f64(args.status_interval.max(0.1));
+        while !self.stop.requested() {
+            match games.recv_timeout(Duration::from_millis(50)) {
+                Ok(first) => {
+                    let waiting: Vec<EpisodeStats> =
+                        std::iter::once(first).chain(games.try_iter()).collect();
+                    self.record_games(waiting);
+                }
+                Err(RecvTimeoutError::Timeout) => {}
+                // The test agent only hangs up when asked to stop; otherwise it died,
+                // and the loop would spin on the closed channel with nothing to report.
+                Err(RecvTimeoutError::Disconnected) => self
+                    .stop
+                    .request(StopReason::Failure("the test agent stopped unexpectedly".into())),
+            }
+            let steps = self.counters.agent_steps.load(Ordering::Relaxed);
+            if let Some(line) = trainer.tick(steps) {
+                self.write_line(&line);
+            }
+            if self.status.due(status_interval) {
+                let seconds = self.status.seconds_since_last();
+                let sample = self.status.sample(&self.counters);
+                let extra = trainer.status(seconds);
+                let line = if extra.is_empty() {
+                    sample.line()
+                } else {
+                    format!("{}, {extra}", sample.line())
+                };
+                self.write_line(&line);
+                if let Some(board) = self.board.as_mut() {
+                    board.training(
+                        sample.agent_steps,
+                        &TrainingFigures {
+                            steps_per_second: sample.steps_per_second,
+                            frames_per_second: sample.frames_per_second,
+                            policy_loss: sample.policy_loss,
+                            value_loss: sample.value_loss,
+                            entropy: sample.entropy,
+                            learning_rate: args.lr,
+                        },
+                    );
+                }
+            }
+            if args.max_steps.is_some_and(|max| steps >= max) {
+                self.stop.request(StopReason::StepBudget);
+            }
+            if args.max_time.as_ref().is_some_and(|max| self.started.elapsed() >= max.duration()) {
+                self.stop.request(StopReason::TimeBudget);
+            }
+        }
+    }
+
+    /// Logs every game that was waiting, but saves only the last one worth keeping: a
+    /// save syncs three files to disk, and short games (CartPole's first ones take
+    /// milliseconds) would otherwise queue up faster than they are saved, delaying
+    /// --stop-at-mean and the log.
+    fn record_games(&mut self, games: Vec<EpisodeStats>) {
+        let args = self.config.args;
+        let mut to_save = None;
+        for game in games {
+            self.test_games += 1;
+            if self.recent.len() == MEAN_WINDOW {
+                self.recent.pop_front();
+            }
+            self.recent.push_back(game.reward);
+            let mean = self.recent.iter().sum::<f64>() / self.recent.len() as f64;
+            let played: Vec<(String, Tensor)> =
+                self.names.iter().cloned().zip(game.weights).collect();
+            if let Some(board) = self.board.as_mut() {
+                let steps = self.counters.agent_steps.load(Ordering::Relaxed);
+                board.test_game(steps, game.reward, game.length, mean, &played);
+            }
+            self.write_line(&game_log::game_line(game.finished_at, game.reward, game.length, mean));
+            let new_best = self.best.max(game.reward);
+            if !args.save_max || game.reward >= self.best {
+                to_save = Some((self.test_games, new_best, played));
+            }
+            self.best = new_best;
+            if args
+                .stop_at_mean
+                .is_some_and(|target| self.recent.len() == MEAN_WINDOW && mean >= target)
+            {
+                self.stop.request(StopReason::TargetScore);
+            }
+        }
+        if let Some((games, best, played)) = to_save {
+            self.saved_best = true;
+            if let Err(err) = self.save(games, best, &played) {
+                self.fail(err, "cannot write the checkpoint");
+            }
+        }
+    }
+
+    /// A line on stdout and in the game log; status lines go in the log too, so that a
+    /// learning curve can be drawn against agent steps from the log alone (scripts
+    /// reading the reference's logs skip such lines).
+    fn write_line(&mut self, line: &str) {
+        console::say(line);
+        if let Err(err) = self.log.write_line(line) {
+            self.fail(err, "cannot write the log");
+        }
+    }
+
+    fn fail(&mut self, err: Error, summary: &str) {
+        self.error.get_or_insert(err);
+        self.stop.request(StopReason::Failure(summary.into()));
+    }
+
+    fn save(&mut self, test_games: u64, best: f64, model: &[(String, Tensor)]) -> Result<()> {
+        let counters = &self.counters;
+        let sidecar = Sidecar {
+            a3g_version: env!("CARGO_PKG_VERSION").to_string(),
+            env: self.config.args.environment.env.clone(),
+            model: self.config.spec.clone(),
+            optimizer: self.config.optimizer,
+            counters: SavedCounters {
+                agent_steps: counters.agent_steps.load(Ordering::Relaxed),
+                env_frames: counters.env_frames.load(Ordering::Relaxed),
+                updates: counters.updates.load(Ordering::Relaxed),
+                test_games,
+            },
+            best_score: best.is_finite().then_some(best),
+            checksums: None,
+            // Plain data (paths are written lossily), so this cannot fail in practice.
+            args: serde_json::to_value(self.config.args).unwrap_or_default(),
+        };
+        let statistics = self.shared.statistics(&self.names);
+        let statistics: Vec<(String, &Tensor)> =
+            statistics.iter().map(|(name, tensor)| (name.clone(), tensor)).collect();
+        self.checkpoints.save(&sidecar, model, &statistics)
+    }
+
+    /// Ends the run once every thread has stopped: reports a failure, or writes the
+    /// final checkpoint and says why the run ended. `thread_failure` is a training
+    /// or test thread's panic, if any.
+    pub fn finish(mut self, thread_failure: Option<String>) -> Result<()> {
+        if let Some(err) = self.error.take() {
+            return Err(err);
+        }
+        if let Some(StopReason::Failure(message)) = self.stop.reason() {
+            return Err(Error::Training(message));
+        }
+        if let Some(message) = thread_failure {
+            return Err(Error::Training(message));
+        }
+        let args = self.config.args;
+        // The latest weights are kept for --load to resume from, unless --save-max
+        // already wrote the best game's weights, which they would overwrite.
+        if !(args.save_max && self.saved_best) {
+            let latest: Vec<(String, Tensor)> =
+                self.names.iter().cloned().zip(self.shared.snapshot()).collect();
+            self.save(self.test_games, self.best, &latest)?;
+        }
+        let reason = match self.stop.reason() {
+            Some(StopReason::StepBudget) => "reached --max-steps",
+            Some(StopReason::TimeBudget) => "reached --max-time",
+            Some(StopReason::TargetScore) => "reached --stop-at-mean",
+            Some(StopReason::Signal) => "interrupted",
+            _ => "stopped",
+        };
+        console::say(&self.status.sample(&self.counters).line());
+        if let Some(board) = self.board.as_mut() {
+            board.flush();
+            console::say(&format!("TensorBoard event files are in {}", board.dir().display()));
+        }
+        let env_id = &args.environment.env;
+        let model_file = checkpoint::CheckpointFiles::new(&args.save_model_dir, env_id).model;
+        let steps = self.counters.agent_steps.load(Ordering::Relaxed);
+        if args.save_max && self.saved_best {
+            console::say(&format!(
+                "{reason} after {steps} agent steps: {} holds the best test game's weights (score {})",
+                model_file.display(),
+                self.best
+            ));
+        } else {
+            console::say(&format!(
+                "{reason}: saved {} after {steps} agent steps",
+                model_file.display()
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// What a status line reports: totals, and rates and means since the previous line.
+struct Status {
+    elapsed: Duration,
+    agent_steps: u64,
+    env_frames: u64,
+    steps_per_second: f64,
+    frames_per_second: f64,
+    updates_per_second: f64,
+    skipped_updates: u64,
+    policy_loss: f64,
+    value_loss: f64,
+    entropy: f64,
+    /// Milliseconds per update in each phase.
+    phase_milliseconds: Vec<(&'static str, f64)>,
+}
+
+impl Status {
+    fn line(&self) -> String {
+        let phases: Vec<String> =
+            self.phase_milliseconds.iter().map(|(name, ms)| format!("{name} {ms:.2}")).collect();
+        format!(
+            "[{}] agent steps {}, emulator frames {}, {:.0} steps/s, {:.0} frames/s, {:.1} updates/s, \
+             skipped updates {}, policy loss {}, value loss {}, entropy {}, ms per update: {}",
+            game_log::clock(self.elapsed),
+            self.agent_steps,
+            self.env_frames,
+            self.steps_per_second,
+            self.frames_per_second,
+            self.updates_per_second,
+            self.skipped_updates,
+            loss(self.policy_loss),
+            loss(self.value_loss),
+            loss(self.entropy),
+            phases.join(", "),
+        )
+    }
+}
+
+/// A mean loss term to four decimals, or "-" in an interval without any kept update,
+/// where the mean is 0/0: no update is not a diverged one.
+fn loss(mean: f64) -> String {
+    if mean.is_nan() {
+        "-".into()
+    } else {
+        format!("{mean:.4}")
+    }
+}
+
+/// The counters as of the previous status line.
+struct StatusClock {
+    started: Instant,
+    last: Instant,
+    last_steps: u64,
+    last_frames: u64,
+    last_updates: u64,
+    last_attempts: u64,
+    last_losses: [f64; 3],
+    last_phases: [(&'static str, u64); 5],
+}
+
+impl StatusClock {
+    fn new(started: Instant, counters: &TrainingCounters) -> Self {
+        StatusClock {
+            started,
+            last: started,
+            last_steps: counters.agent_steps.load(Ordering::Relaxed),
+            last_frames: counters.env_frames.load(Ordering::Relaxed),
+            last_updates: counters.updates.load(Ordering::Relaxed),
+            last_attempts: attempts(counters),
+            last_losses: loss_sums(counters),
+            last_phases: counters.phases.totals(),
+        }
+    }
+
+    fn due(&self, interval: Duration) -> bool {
+        self.last.elapsed() >= interval
+    }
+
+    fn seconds_since_last(&self) -> f64 {
+        self.last.elapsed().as_secs_f64().max(1e-9)
+    }
+
+    /// Reads the counters for a status line and starts the next interval.
+    fn sample(&mut self, counters: &TrainingCounters) -> Status {
+        let seconds = self.seconds_since_last();
+        let steps = counters.agent_steps.load(Ordering::Relaxed);
+        let frames = counters.env_frames.load(Ordering::Relaxed);
+        let updates = counters.updates.load(Ordering::Relaxed);
+        let attempted = attempts(counters);
+        let losses = loss_sums(counters);
+        let phases = counters.phases.totals();
+        let kept = (updates - self.last_updates) as f64;
+        let mean_loss = |index: usize| (losses[index] - self.last_losses[index]) / kept;
+        let status = Status {
+            elapsed: self.started.elapsed(),
+            agent_steps: steps,
+            env_frames: frames,
+            steps_per_second: (steps - self.last_steps) as f64 / seconds,
+            frames_per_second: (frames - self.last_frames) as f64 / seconds,
+            updates_per_second: kept / seconds,
+            skipped_updates: counters.skipped_updates.load(Ordering::Relaxed),
+            policy_loss: mean_loss(0),
+            value_loss: mean_loss(1),
+            entropy: mean_loss(2),
+            phase_milliseconds: phases
+                .iter()
+                .zip(&self.last_phases)
+                .map(|((name, total), (_, before))| {
+                    let updates = (attempted - self.last_attempts).max(1) as f64;
+                    (*name, (total - before) as f64 / 1e6 / updates)
+                })
+                .collect(),
+        };
+        (self.last, self.last_steps, self.last_frames, self.last_updates) =
+            (Instant::now(), steps, frames, updates);
+        (self.last_attempts, self.last_losses, self.last_phases) = (attempted, losses, phases);
+        status
+    }
+}
+
+/// Updates attempted so far, kept or skipped: what the phase times are summed over.
+fn attempts(counters: &TrainingCounters) -> u64 {
+    counters.updates.load(Ordering::Relaxed) + counters.skipped_updates.load(Ordering::Relaxed)
+}
+
+/// The summed policy loss, value loss and entropy.
+fn loss_sums(counters: &TrainingCounters) -> [f64; 3] {
+    [&counters.policy_loss_sum, &counters.value_loss_sum, &counters.entropy_sum]
+        .map(|sum| f64::from_bits(sum.load(Ordering::Relaxed)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An interval without a kept update shows its loss terms as "-", not as the NaN
+    /// of 0/0, which read as a diverged model; real means keep four decimals.
+    #[test]
+    fn loss_terms_without_updates_are_a_dash() {
+        assert_eq!(loss(f64::NAN), "-");
+        let no_updates = 0.0;
+        assert_eq!(loss(no_updates / no_updates), "-");
+        assert_eq!(loss(-0.123456), "-0.1235");
+    }
+
+    /// A hundred skipped updates in a row end training; a kept one in between
+    /// starts the count again.
+    #[test]
+    fn skips_in_a_row_end_training() {
+        let counters = TrainingCounters::default();
+        for _ in 0..MAX_CONSECUTIVE_SKIPS - 1 {
+            counters.record_skip().unwrap();
+        }
+        counters.record_update([0.0; 3], 1);
+        for _ in 0..MAX_CONSECUTIVE_SKIPS - 1 {
+            counters.record_skip().unwrap();
+        }
+        assert!(counters.record_skip().is_err());
+        assert_eq!(counters.skipped_updates.load(Ordering::Relaxed), 2 * MAX_CONSECUTIVE_SKIPS - 1);
+    }
+}
