@@ -4,5 +4,7 @@
 //!
 //! - [`segment`]: a stretch of one agent's experience, and the loss over a batch of
 //!   them (no threads).
+//! - [`predictor`]: batched acting, and the agents' LSTM states.
 
+pub mod predictor;
 pub mod segment;
