@@ -5,6 +5,8 @@
 //! - [`segment`]: a stretch of one agent's experience, and the loss over a batch of
 //!   them (no threads).
 //! - [`predictor`]: batched acting, and the agents' LSTM states.
+//! - [`agent`]: an agent's loop: predict, sample, step, send segments.
 
+pub mod agent;
 pub mod predictor;
 pub mod segment;
