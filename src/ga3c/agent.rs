@@ -23,10 +23,13 @@ const STOP_POLL: Duration = Duration::from_millis(50);
 /// environment's own when both are seeded alike.
 const ACTION_STREAM: u64 = 0x6167_656e_7473;
 
-/// Progress counters, summed over agents. Agents add to them; the monitor reads them.
+/// Progress counters, summed over agents. Agents add to them after every step; the
+/// monitor reads them for status lines and budgets.
 #[derive(Debug, Default)]
 pub struct AgentCounters {
+    /// Actions taken.
     pub agent_steps: AtomicU64,
+    /// Emulator frames (or physics steps) those actions and the resets played.
     pub env_frames: AtomicU64,
 }
 

@@ -134,6 +134,7 @@ pub struct PredictorCounters {
 
 /// What a predictor is made from.
 pub struct PredictorSetup {
+    /// The model the local copy is built as, that of the shared parameters.
     pub spec: ModelSpec,
     /// The shape of one observation.
     pub observation_shape: Vec<i64>,

@@ -38,7 +38,8 @@ pub struct Segment {
     /// clipped into the bounds for the environment: what its log-density is of.
     pub actions: Vec<Action>,
     /// log pi(action) under the policy that acted (summed over dimensions for
-    /// continuous actions).
+    /// continuous actions): what measuring or correcting the policy lag needs. The
+    /// A3C loss itself uses the trainer's policy only, as GA3C does.
     pub behaviour_log_probs: Vec<f32>,
     /// Rewards after shaping.
     pub rewards: Vec<f64>,
