@@ -42,6 +42,7 @@ pub mod env;
 pub mod envs;
 pub mod error;
 pub mod eval;
+pub mod ga3c;
 pub mod game_log;
 pub mod gif;
 pub mod gradients;
