@@ -29,6 +29,8 @@ pub struct TrainConfig<'a> {
     pub devices: Vec<Device>,
     pub cores: usize,
     pub spec: ModelSpec,
+    /// The shape of one observation, as the model takes it.
+    pub observation_shape: Vec<i64>,
     pub optimizer: OptimizerKind,
     pub loss: LossConfig,
     pub rewards: RewardShaping,
@@ -68,6 +70,7 @@ impl<'a> TrainConfig<'a> {
             devices,
             cores,
             spec,
+            observation_shape: test_env.observation_shape().to_vec(),
             optimizer: match args.optimizer {
                 OptimizerName::Adam => OptimizerKind::Adam { amsgrad: args.amsgrad },
                 OptimizerName::RmsProp => OptimizerKind::RmsProp,

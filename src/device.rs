@@ -310,6 +310,10 @@ mod tests {
         let files = [
             ("a3c/worker.rs", include_str!("a3c/worker.rs")),
             ("eval.rs", include_str!("eval.rs")),
+            ("ga3c/agent.rs", include_str!("ga3c/agent.rs")),
+            ("ga3c/predictor.rs", include_str!("ga3c/predictor.rs")),
+            ("ga3c/segment.rs", include_str!("ga3c/segment.rs")),
+            ("ga3c/trainer.rs", include_str!("ga3c/trainer.rs")),
             ("gradients.rs", include_str!("gradients.rs")),
             ("model.rs", include_str!("model.rs")),
             ("policy.rs", include_str!("policy.rs")),

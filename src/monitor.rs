@@ -137,8 +137,8 @@ fn add_f64(counter: &AtomicU64, value: f64) {
     });
 }
 
-/// What a trainer adds to the monitor's loop.
-pub trait TrainerReport {
+/// A running trainer, as the monitor and `a3g train` see it.
+pub trait RunningTrainer {
     /// The trainer's own part of a status line, over the `seconds` since the
     /// previous one (empty if it has nothing to add).
     fn status(&mut self, seconds: f64) -> String;
@@ -149,6 +149,10 @@ pub trait TrainerReport {
     fn tick(&mut self, _agent_steps: u64) -> Option<String> {
         None
     }
+
+    /// Waits for every thread of the trainer, once a stop is requested (their
+    /// failures were reported through the stop).
+    fn join(self: Box<Self>);
 }
 
 /// Everything the monitor writes to and reads from.
@@ -229,7 +233,7 @@ impl<'a> Monitor<'a> {
 
     /// Watches the run until a stop is requested: test games as they come, a status
     /// line every --status-interval, the budgets.
-    pub fn watch(&mut self, games: &Receiver<EpisodeStats>, trainer: &mut dyn TrainerReport) {
+    pub fn watch(&mut self, games: &Receiver<EpisodeStats>, trainer: &mut dyn RunningTrainer) {
         let args = self.config.args;
         let status_interval = Duration::from_secs_f64(args.status_interval.max(0.1));
         while !self.stop.requested() {

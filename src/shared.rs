@@ -40,6 +40,15 @@ impl SharedModel {
         }
     }
 
+    /// A handle over `model`'s parameters (the shared model, on the CPU) with fresh
+    /// statistics of a `kind` optimizer.
+    pub fn over(model: &ActorCritic, kind: OptimizerKind, learning_rate: f64) -> Self {
+        let parameters: Vec<Tensor> =
+            model.parameters().iter().map(|(_, tensor)| tensor.shallow_clone()).collect();
+        let optimizer = SharedOptimizer::new(kind, learning_rate, &parameters);
+        SharedModel::new(&parameters, optimizer)
+    }
+
     /// Another handle on the same weights and the same optimizer statistics.
     pub fn handle(&self) -> Self {
         self.with_optimizer(self.optimizer.share())

@@ -8,21 +8,28 @@ use std::thread;
 use crossbeam::channel;
 use tch::{nn, Device};
 
-use crate::a3c;
 use crate::checkpoint::SavedCounters;
-use crate::cli::TrainArgs;
+use crate::cli::{TrainArgs, TrainerName};
 use crate::config::TrainConfig;
 use crate::error::{Error, Result};
 use crate::model::ActorCritic;
-use crate::monitor::Monitor;
+use crate::monitor::{Monitor, RunningTrainer};
 use crate::shared::SharedModel;
-use crate::shared_optim::SharedOptimizer;
 use crate::test_agent::{EpisodeStats, TestAgent};
+use crate::{a3c, ga3c};
 
 /// Runs `a3g train`.
 pub fn run(args: &TrainArgs) -> Result<()> {
     let (config, test_env) = TrainConfig::new(args)?;
-    let _save_dir = config.claim_save_dir(a3c::training_threads(&config))?;
+    let model_copies = match args.trainer {
+        TrainerName::A3c => a3c::training_threads(&config),
+        TrainerName::Ga3c => {
+            ga3c::check_flags(&config)?;
+            let ceiling = ga3c::ceiling(&config);
+            ceiling.predictors + ceiling.trainers
+        }
+    };
+    let _save_dir = config.claim_save_dir(model_copies)?;
 
     tch::set_num_threads(1);
     tch::manual_seed(args.seed as i64);
@@ -31,10 +38,7 @@ pub fn run(args: &TrainArgs) -> Result<()> {
     let shared_model = ActorCritic::new(&shared_store, &config.spec);
     let names: Vec<String> =
         shared_model.parameters().iter().map(|(name, _)| name.clone()).collect();
-    let parameters: Vec<_> =
-        shared_model.parameters().iter().map(|(_, tensor)| tensor.shallow_clone()).collect();
-    let shared =
-        SharedModel::new(&parameters, SharedOptimizer::new(config.optimizer, args.lr, &parameters));
+    let shared = SharedModel::over(&shared_model, config.optimizer, args.lr);
     let (resumed, resumed_best) = if args.load {
         shared.resume(&args.load_model_dir, &args.environment.env, &names, config.optimizer)?
     } else {
@@ -42,7 +46,11 @@ pub fn run(args: &TrainArgs) -> Result<()> {
     };
     let mut monitor = Monitor::open(&config, names, shared.handle(), resumed, resumed_best)?;
 
-    let mut trainer = a3c::start(&config, &shared, &monitor.counters, &monitor.stop)?;
+    let (counters, stop) = (&monitor.counters, &monitor.stop);
+    let mut trainer: Box<dyn RunningTrainer + '_> = match args.trainer {
+        TrainerName::A3c => Box::new(a3c::start(&config, &shared, counters, stop)?),
+        TrainerName::Ga3c => Box::new(ga3c::start(&config, &shared, counters, stop)?),
+    };
     let (games_tx, games) = channel::unbounded::<EpisodeStats>();
     let test_agent = TestAgent {
         env: test_env,
@@ -71,7 +79,7 @@ pub fn run(args: &TrainArgs) -> Result<()> {
         }
     };
 
-    monitor.watch(&games, &mut trainer);
+    monitor.watch(&games, trainer.as_mut());
     trainer.join();
     let failure = test_thread.join().is_err().then(|| "the test agent panicked".to_string());
     monitor.finish(failure)

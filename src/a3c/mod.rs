@@ -12,7 +12,7 @@ use crate::config::TrainConfig;
 use crate::console;
 use crate::device;
 use crate::error::{Error, Result};
-use crate::monitor::{TrainerReport, TrainingCounters};
+use crate::monitor::{RunningTrainer, TrainingCounters};
 use crate::shared::SharedModel;
 use crate::stop::{self, Stop};
 use worker::{Worker, WorkerQueue, WorkerSetup};
@@ -98,19 +98,15 @@ pub fn start(
     Ok(A3cTrainer { threads: handles })
 }
 
-impl A3cTrainer {
-    /// Waits for the training threads, which end once a stop is requested (their
-    /// panics were caught and reported through the stop).
-    pub fn join(self) {
+/// A3C's status lines hold only the shared figures.
+impl RunningTrainer for A3cTrainer {
+    fn status(&mut self, _seconds: f64) -> String {
+        String::new()
+    }
+
+    fn join(self: Box<Self>) {
         for handle in self.threads {
             let _ = handle.join();
         }
-    }
-}
-
-/// A3C's status lines hold only the shared figures.
-impl TrainerReport for A3cTrainer {
-    fn status(&mut self, _seconds: f64) -> String {
-        String::new()
     }
 }

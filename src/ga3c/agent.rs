@@ -2,7 +2,7 @@
 //! asks the predictors for its policy at every step, samples the action itself from
 //! its own seeded stream, and hands its experience to the trainers in segments.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -13,6 +13,7 @@ use crate::env::{Action, Env};
 use crate::error::{Error, Result};
 use crate::ga3c::predictor::{PolicyRow, Reply, Request};
 use crate::ga3c::segment::Segment;
+use crate::monitor::TrainingCounters;
 use crate::rollout::RewardShaping;
 use crate::stop::Stop;
 
@@ -22,16 +23,6 @@ const STOP_POLL: Duration = Duration::from_millis(50);
 /// Mixed into an agent's seed for its action stream, which would otherwise be the
 /// environment's own when both are seeded alike.
 const ACTION_STREAM: u64 = 0x6167_656e_7473;
-
-/// Progress counters, summed over agents. Agents add to them after every step; the
-/// monitor reads them for status lines and budgets.
-#[derive(Debug, Default)]
-pub struct AgentCounters {
-    /// Actions taken.
-    pub agent_steps: AtomicU64,
-    /// Emulator frames (or physics steps) those actions and the resets played.
-    pub env_frames: AtomicU64,
-}
 
 /// What an agent is made from.
 pub struct AgentSetup {
@@ -49,7 +40,8 @@ pub struct AgentSetup {
     pub requests: Sender<Request>,
     /// The trainers' queue.
     pub segments: Sender<Segment>,
-    pub counters: Arc<AgentCounters>,
+    /// The run's counters, which each step adds to.
+    pub counters: Arc<TrainingCounters>,
     /// Set by whoever tunes the number of agents, to remove this one: it finishes the
     /// segment it is playing, sends it, and ends. Read once per agent step.
     pub retire: Arc<AtomicBool>,
@@ -247,6 +239,8 @@ mod tests {
         run_predictor, Batching, PredictorCounters, PredictorSetup, SlotTable,
     };
     use crate::model::{ActorCritic, ModelSpec};
+    use crate::shared::SharedModel;
+    use crate::shared_optim::OptimizerKind;
     use crate::stop::StopReason;
     use crossbeam::channel::{unbounded, Receiver};
     use std::thread::JoinHandle;
@@ -295,8 +289,7 @@ mod tests {
     struct Rig {
         requests: Sender<Request>,
         segments: Receiver<Segment>,
-        updates: Arc<AtomicU64>,
-        counters: Arc<AgentCounters>,
+        counters: Arc<TrainingCounters>,
         retire: Vec<Arc<AtomicBool>>,
         agents: Vec<JoinHandle<Result<()>>>,
         predictor: JoinHandle<()>,
@@ -320,24 +313,24 @@ mod tests {
         let shared = ActorCritic::new(&nn::VarStore::new(Device::Cpu), &spec);
         let (requests, request_queue) = unbounded();
         let (segment_sender, segments) = unbounded();
-        let updates = Arc::new(AtomicU64::new(0));
+        let counters = Arc::new(TrainingCounters::default());
         let stop = Stop::default();
         let setup = PredictorSetup {
             spec: spec.clone(),
             observation_shape: vec![4],
             device: Device::Cpu,
-            shared_parameters: shared.parameters().iter().map(|(_, p)| p.shallow_clone()).collect(),
-            updates: updates.clone(),
+            shared: SharedModel::over(&shared, OptimizerKind::RmsProp, 1e-3),
+            training: counters.clone(),
             slots: Arc::new(SlotTable::new(agents, &spec, Device::Cpu)),
             requests: request_queue,
             batching: Batching { min_batch: 1, max_batch: 4, timeout: Duration::from_millis(1) },
             counters: Arc::new(PredictorCounters::default()),
+            retire: Arc::default(),
         };
         let predictor = {
             let stop = stop.clone();
             std::thread::spawn(move || run_predictor(setup, &stop))
         };
-        let counters = Arc::new(AgentCounters::default());
         let retire: Vec<Arc<AtomicBool>> = (0..agents).map(|_| Arc::default()).collect();
         let agents = (0..agents)
             .map(|index| {
@@ -357,11 +350,11 @@ mod tests {
                 std::thread::spawn(move || run_agent(setup, &stop))
             })
             .collect();
-        Rig { requests, segments, updates, counters, retire, agents, predictor, stop }
+        Rig { requests, segments, counters, retire, agents, predictor, stop }
     }
 
     /// Waits up to 60 s for the agents to have taken `steps` steps in all.
-    fn wait_for_steps(counters: &AgentCounters, steps: u64) {
+    fn wait_for_steps(counters: &TrainingCounters, steps: u64) {
         let since = Instant::now();
         while counters.agent_steps.load(Ordering::Relaxed) < steps {
             assert!(since.elapsed() < Duration::from_secs(60), "the agents stalled");
@@ -379,10 +372,10 @@ mod tests {
     /// predictor ends by itself once the agents are gone.
     #[test]
     fn cartpole_agents_send_well_formed_segments() {
-        let Rig { requests, segments, updates, counters, retire, agents, predictor, .. } = rig(3);
+        let Rig { requests, segments, counters, retire, agents, predictor, .. } = rig(3);
         drop(requests);
         wait_for_steps(&counters, 1000);
-        updates.store(1, Ordering::Release);
+        counters.updates.store(1, Ordering::Release);
         wait_for_steps(&counters, 2000);
         retire.iter().for_each(|flag| flag.store(true, Ordering::Relaxed));
         for agent in agents {

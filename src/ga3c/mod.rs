@@ -1,12 +1,378 @@
-//! The batched trainer, after NVlabs' GA3C (Babaeizadeh et al., arXiv:1611.06256):
-//! agents play their environments and ask predictors for actions; predictors answer
-//! many agents with one forward pass; trainers learn from the agents' segments.
+//! The batched trainer (`--trainer ga3c`), after NVlabs' GA3C (Babaeizadeh et al.,
+//! arXiv:1611.06256): agents play their environments and ask predictors for actions;
+//! predictors answer many agents with one forward pass; trainers merge the agents'
+//! segments into one update of the shared model.
+//!
+//! ```text
+//!  agents (--workers)        predictors (--predictors)       trainers (--trainers)
+//!  env, action stream  --->  request queue --> one forward     segment queue --> [T, B]
+//!  sample, step        <---  policy, value     per batch       re-unroll, one update
+//!  segments of --num-steps  ---------------------------------> of the shared model
+//!                            pull when the shared model moved  (Hogwild steps)
+//! ```
 //!
 //! - [`segment`]: a stretch of one agent's experience, and the loss over a batch of
 //!   them (no threads).
 //! - [`predictor`]: batched acting, and the agents' LSTM states.
 //! - [`agent`]: an agent's loop: predict, sample, step, send segments.
+//! - [`trainer`]: a trainer's loop: gather segments, drop stale ones, update.
+//! - [`tuner`]: --autotune, which adjusts the three thread counts as the run goes.
 
 pub mod agent;
 pub mod predictor;
 pub mod segment;
+pub mod trainer;
+pub mod tuner;
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use crossbeam::channel::{self, Receiver, Sender};
+
+use crate::config::TrainConfig;
+use crate::error::{Error, Result};
+use crate::monitor::{RunningTrainer, TrainingCounters};
+use crate::shared::SharedModel;
+use crate::stop::{self, Stop};
+use agent::AgentSetup;
+use predictor::{Batching, PredictorCounters, PredictorSetup, Request, SlotTable};
+use segment::Segment;
+use trainer::{TrainerCounters, TrainerSetup};
+use tuner::{Counts, Tuner};
+
+/// How long --autotune measures each setting.
+const TUNING_WINDOW: Duration = Duration::from_secs(20);
+
+/// A thread that can be asked to end on its own.
+struct Running {
+    handle: JoinHandle<()>,
+    retire: Arc<AtomicBool>,
+    /// An agent's row in the slot table.
+    slot: usize,
+}
+
+/// The figures of the previous status line.
+#[derive(Default)]
+struct LastStatus {
+    predictions: u64,
+    batches: u64,
+    updates: u64,
+    segments: u64,
+    lag_sum: u64,
+}
+
+/// The running GA3C trainer: its threads and the queues between them.
+pub struct Ga3cTrainer<'a> {
+    config: &'a TrainConfig<'a>,
+    shared: SharedModel,
+    counters: Arc<TrainingCounters>,
+    stop: Stop,
+    requests: (Sender<Request>, Receiver<Request>),
+    segments: (Sender<Segment>, Receiver<Segment>),
+    slots: Arc<SlotTable>,
+    predictor_counters: Arc<PredictorCounters>,
+    trainer_counters: Arc<TrainerCounters>,
+    agents: Vec<Running>,
+    predictors: Vec<Running>,
+    trainers: Vec<Running>,
+    /// Threads asked to end, joined at the end.
+    retired: Vec<JoinHandle<()>>,
+    /// Agents asked to end that may still be finishing a segment in their slot.
+    retiring_agents: Vec<Running>,
+    /// Slot-table rows no running agent holds.
+    free_slots: Vec<usize>,
+    /// Threads started so far of each kind, for their names.
+    started: [usize; 3],
+    tuner: Option<Tuner>,
+    last: LastStatus,
+}
+
+/// The most threads of each kind --autotune may run: twice the agents asked for (at
+/// least 8 more) and up to 4 predictors and 4 trainers, more than two cores use.
+pub fn ceiling(config: &TrainConfig) -> Counts {
+    let args = &config.args.ga3c;
+    if !args.autotune {
+        return Counts {
+            agents: config.workers,
+            predictors: args.predictors as usize,
+            trainers: args.trainers as usize,
+        };
+    }
+    Counts {
+        agents: (2 * config.workers).max(config.workers + 8),
+        predictors: (args.predictors as usize).max(4),
+        trainers: (args.trainers as usize).max(4),
+    }
+}
+
+/// Checks the GA3C flags against each other, before anything starts.
+pub fn check_flags(config: &TrainConfig) -> Result<()> {
+    let args = &config.args;
+    if args.ga3c.predict_min_batch > args.ga3c.predict_batch {
+        return Err(Error::BadArguments(format!(
+            "--predict-min-batch {} is above --predict-batch {}; a predictor could never fill it",
+            args.ga3c.predict_min_batch, args.ga3c.predict_batch
+        )));
+    }
+    if !args.distributed_step_size.is_empty() {
+        return Err(Error::BadArguments(
+            "--distributed-step-size is A3C's; GA3C's agents all play segments of --num-steps"
+                .into(),
+        ));
+    }
+    Ok(())
+}
+
+/// Starts the agents, predictors and trainers. `shared` is the handle whose optimizer
+/// the checkpoints save; with --shared-optimizer false the other trainers step copies.
+pub fn start<'a>(
+    config: &'a TrainConfig<'a>,
+    shared: &SharedModel,
+    counters: &Arc<TrainingCounters>,
+    stop: &Stop,
+) -> Result<Ga3cTrainer<'a>> {
+    check_flags(config)?;
+    let args = &config.args.ga3c;
+    let ceiling = ceiling(config);
+    let requests = channel::unbounded();
+    // Bounded, so that agents wait rather than play segments the trainers would only
+    // drop as stale.
+    let segments = channel::bounded(config.workers.max(2 * args.train_batch as usize));
+    let mut trainer = Ga3cTrainer {
+        config,
+        shared: shared.handle(),
+        counters: Arc::clone(counters),
+        stop: stop.clone(),
+        requests,
+        segments,
+        slots: Arc::new(SlotTable::new(ceiling.agents, &config.spec, config.devices[0])),
+        predictor_counters: Arc::default(),
+        trainer_counters: Arc::default(),
+        agents: Vec::new(),
+        predictors: Vec::new(),
+        trainers: Vec::new(),
+        retired: Vec::new(),
+        retiring_agents: Vec::new(),
+        free_slots: (0..ceiling.agents).rev().collect(),
+        started: [0; 3],
+        tuner: None,
+        last: LastStatus::default(),
+    };
+    let counts = Counts {
+        agents: config.workers,
+        predictors: args.predictors as usize,
+        trainers: args.trainers as usize,
+    };
+    trainer.set_counts(counts)?;
+    if args.autotune {
+        trainer.tuner = Some(Tuner::new(counts, ceiling, TUNING_WINDOW, Instant::now()));
+    }
+    crate::console::say(&format!(
+        "devices: predictors and the agents' LSTM states on {}; trainers on {}; shared model and optimizer on cpu; \
+         {counts}",
+        crate::device::name(config.devices[0]),
+        config.devices.iter().map(|&device| crate::device::name(device)).collect::<Vec<_>>().join(", "),
+    ));
+    Ok(trainer)
+}
+
+impl Ga3cTrainer<'_> {
+    fn counts(&self) -> Counts {
+        Counts {
+            agents: self.agents.len(),
+            predictors: self.predictors.len(),
+            trainers: self.trainers.len(),
+        }
+    }
+
+    /// Starts or retires threads until `counts` run.
+    fn set_counts(&mut self, counts: Counts) -> Result<()> {
+        while self.trainers.len() < counts.trainers {
+            self.start_trainer()?;
+        }
+        while self.predictors.len() < counts.predictors {
+            self.start_predictor()?;
+        }
+        while self.agents.len() < counts.agents {
+            self.start_agent()?;
+        }
+        while self.agents.len() > counts.agents {
+            let agent = self.agents.pop().expect("more agents than wanted");
+            // A retiring agent finishes its segment first: until it has, its slot is
+            // still in use, so the slot is freed only once the thread has ended.
+            agent.retire.store(true, Ordering::Relaxed);
+            self.retiring_agents.push(agent);
+        }
+        for (running, wanted) in
+            [(&mut self.predictors, counts.predictors), (&mut self.trainers, counts.trainers)]
+        {
+            while running.len() > wanted {
+                let thread = running.pop().expect("more running than wanted");
+                thread.retire.store(true, Ordering::Relaxed);
+                self.retired.push(thread.handle);
+            }
+        }
+        Ok(())
+    }
+
+    fn spawn(
+        &mut self,
+        kind: usize,
+        body: impl FnOnce() -> Result<()> + Send + 'static,
+    ) -> Result<JoinHandle<()>> {
+        let name = format!("{} {}", ["agent", "predictor", "trainer"][kind], self.started[kind]);
+        self.started[kind] += 1;
+        stop::spawn_guarded(name, &self.stop, body).map_err(|cause| Error::Io {
+            action: "start a thread for",
+            path: PathBuf::from(&self.config.args.environment.env),
+            cause,
+        })
+    }
+
+    fn start_agent(&mut self) -> Result<()> {
+        let config = self.config;
+        let (ended, retiring): (Vec<Running>, Vec<Running>) =
+            self.retiring_agents.drain(..).partition(|agent| agent.handle.is_finished());
+        self.retiring_agents = retiring;
+        for agent in ended {
+            self.free_slots.push(agent.slot);
+            self.retired.push(agent.handle);
+        }
+        let Some(slot) = self.free_slots.pop() else {
+            // Every row is held, some by agents still finishing their last segment.
+            return Ok(());
+        };
+        // The test agent's environment is rank `workers`, so agents beyond the first
+        // `workers` skip it.
+        let rank = if slot < config.workers { slot } else { slot + 1 };
+        let retire = Arc::new(AtomicBool::new(false));
+        let setup = AgentSetup {
+            index: slot,
+            env: config.make_env(rank)?,
+            seed: config.args.seed + rank as u64,
+            rewards: config.rewards,
+            num_steps: config.args.num_steps,
+            max_episode_length: config.args.environment.max_episode_length,
+            requests: self.requests.0.clone(),
+            segments: self.segments.0.clone(),
+            counters: Arc::clone(&self.counters),
+            retire: Arc::clone(&retire),
+        };
+        let stop = self.stop.clone();
+        let handle = self.spawn(0, move || agent::run_agent(setup, &stop))?;
+        self.agents.push(Running { handle, retire, slot });
+        Ok(())
+    }
+
+    fn start_predictor(&mut self) -> Result<()> {
+        let config = self.config;
+        let args = &config.args.ga3c;
+        let retire = Arc::new(AtomicBool::new(false));
+        let setup = PredictorSetup {
+            spec: config.spec.clone(),
+            observation_shape: self.observation_shape(),
+            device: config.devices[0],
+            shared: self.shared.handle(),
+            training: Arc::clone(&self.counters),
+            slots: Arc::clone(&self.slots),
+            requests: self.requests.1.clone(),
+            batching: Batching {
+                min_batch: args.predict_min_batch as usize,
+                max_batch: args.predict_batch as usize,
+                timeout: Duration::from_micros(args.predict_timeout_us),
+            },
+            counters: Arc::clone(&self.predictor_counters),
+            retire: Arc::clone(&retire),
+        };
+        let stop = self.stop.clone();
+        let handle = self.spawn(1, move || {
+            predictor::run_predictor(setup, &stop);
+            Ok(())
+        })?;
+        self.predictors.push(Running { handle, retire, slot: 0 });
+        Ok(())
+    }
+
+    fn start_trainer(&mut self) -> Result<()> {
+        let config = self.config;
+        let index = self.started[2];
+        let shared = if config.args.shared_optimizer || index == 0 {
+            self.shared.handle()
+        } else {
+            self.shared.with_optimizer(self.shared.optimizer().duplicate())
+        };
+        let retire = Arc::new(AtomicBool::new(false));
+        let setup = TrainerSetup {
+            device: config.devices[index % config.devices.len()],
+            spec: config.spec.clone(),
+            observation_shape: self.observation_shape(),
+            shared,
+            loss: config.loss,
+            train_batch: config.args.ga3c.train_batch as usize,
+            max_policy_lag: config.args.ga3c.max_policy_lag,
+            counters: Arc::clone(&self.counters),
+            trainer_counters: Arc::clone(&self.trainer_counters),
+            profile_phases: config.args.profile_phases,
+        };
+        let (segments, stop) = (self.segments.1.clone(), self.stop.clone());
+        let thread_retire = Arc::clone(&retire);
+        let handle = self.spawn(2, move || trainer::run(setup, segments, stop, thread_retire))?;
+        self.trainers.push(Running { handle, retire, slot: 0 });
+        Ok(())
+    }
+
+    fn observation_shape(&self) -> Vec<i64> {
+        self.config.observation_shape.clone()
+    }
+}
+
+impl RunningTrainer for Ga3cTrainer<'_> {
+    /// Predictions/s and trainings/s (updates, with the segments each merged), the mean
+    /// predict batch, the queues' depths, the policy lag of the trained segments (in
+    /// updates) and the segments dropped for lagging, all since the previous line.
+    fn status(&mut self, seconds: f64) -> String {
+        let predictions = self.predictor_counters.predictions.load(Ordering::Relaxed);
+        let batches = self.predictor_counters.batches.load(Ordering::Relaxed);
+        let updates = self.counters.updates.load(Ordering::Relaxed);
+        let segments = self.trainer_counters.segments.load(Ordering::Relaxed);
+        let lag_sum = self.trainer_counters.lag_sum.load(Ordering::Relaxed);
+        let last = &self.last;
+        let per = |now: u64, then: u64, over: u64| (now - then) as f64 / (over as f64).max(1.0);
+        let line = format!(
+            "{:.0} predictions/s, {:.1} trainings/s ({:.1} segments each), mean predict batch {:.1}, \
+             queues: {} requests, {} segments, policy lag {:.2}, dropped segments {}{}",
+            (predictions - last.predictions) as f64 / seconds,
+            (updates - last.updates) as f64 / seconds,
+            per(segments, last.segments, updates - last.updates),
+            per(predictions, last.predictions, batches - last.batches),
+            self.requests.0.len(),
+            self.segments.0.len(),
+            per(lag_sum, last.lag_sum, segments - last.segments),
+            self.trainer_counters.dropped.load(Ordering::Relaxed),
+            if self.tuner.is_some() { format!(", {}", self.counts()) } else { String::new() },
+        );
+        self.last = LastStatus { predictions, batches, updates, segments, lag_sum };
+        line
+    }
+
+    fn tick(&mut self, agent_steps: u64) -> Option<String> {
+        let change = self.tuner.as_mut()?.observe(Instant::now(), agent_steps)?;
+        if let Err(err) = self.set_counts(change.counts) {
+            // Training goes on with the threads it has; the tuner's count is then
+            // ahead of them, which its next window measures as it is.
+            return Some(format!("autotune: {}", err.report()));
+        }
+        Some(change.reason)
+    }
+
+    fn join(self: Box<Self>) {
+        let Ga3cTrainer { agents, predictors, trainers, retired, retiring_agents, .. } = *self;
+        let running = agents.into_iter().chain(retiring_agents).chain(predictors).chain(trainers);
+        for handle in running.map(|thread| thread.handle).chain(retired) {
+            let _ = handle.join();
+        }
+    }
+}

@@ -4,7 +4,7 @@
 //! agents' LSTM states live here, in a [`SlotTable`], so a request carries only an
 //! observation and the state never crosses a channel.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -14,6 +14,8 @@ use tch::{nn, Device, Kind, Tensor};
 use crate::device;
 use crate::ga3c::segment::StartState;
 use crate::model::{ActorCritic, LstmState, ModelSpec, Policy};
+use crate::monitor::TrainingCounters;
+use crate::shared::SharedModel;
 use crate::stop::Stop;
 
 /// How often a predictor waiting for work looks at the stop flag.
@@ -140,16 +142,18 @@ pub struct PredictorSetup {
     pub observation_shape: Vec<i64>,
     /// Where the local model, and the slot table, live.
     pub device: Device,
-    /// Handles on the shared (CPU) parameters, in the model's parameter order.
-    pub shared_parameters: Vec<Tensor>,
-    /// Updates applied to the shared parameters; trainers add 1 (with release or
-    /// stronger ordering) after each optimizer step.
-    pub updates: Arc<AtomicU64>,
+    /// The shared model, pulled whenever its update count has moved.
+    pub shared: SharedModel,
+    /// The run's counters: their `updates` is the policy version of a pull.
+    pub training: Arc<TrainingCounters>,
     pub slots: Arc<SlotTable>,
     /// The agents' requests, one queue for all predictors.
     pub requests: Receiver<Request>,
     pub batching: Batching,
     pub counters: Arc<PredictorCounters>,
+    /// Set by whoever tunes the number of predictors, to remove this one after its
+    /// current batch.
+    pub retire: Arc<AtomicBool>,
 }
 
 /// Runs one predictor until a stop is requested or every request sender is gone.
@@ -166,10 +170,11 @@ pub fn run_predictor(setup: PredictorSetup, stop: &Stop) {
     let local: Vec<Tensor> =
         model.parameters().iter().map(|(_, parameter)| parameter.shallow_clone()).collect();
     let mut pulled = None;
-    while let Some(batch) = collect_batch(&setup.requests, &setup.batching, stop) {
-        let version = setup.updates.load(Ordering::Acquire);
+    while !setup.retire.load(Ordering::Relaxed) {
+        let Some(batch) = collect_batch(&setup.requests, &setup.batching, stop) else { break };
+        let version = setup.training.updates.load(Ordering::Acquire);
         if pulled != Some(version) {
-            pull(&setup.shared_parameters, &local);
+            setup.shared.pull(&local);
             pulled = Some(version);
         }
         let size = batch.len() as u64;
@@ -218,15 +223,6 @@ fn collect_batch(
         }
     }
     Some(batch)
-}
-
-/// Copies the shared weights into the local model.
-fn pull(shared: &[Tensor], local: &[Tensor]) {
-    tch::no_grad(|| {
-        for (shared, local) in shared.iter().zip(local) {
-            local.shallow_clone().copy_(shared);
-        }
-    });
 }
 
 /// One forward pass over `batch`, one host read for every row's policy, value and
@@ -328,6 +324,7 @@ fn answer(batch: Vec<Request>, host: &[f64], layout: &ReadLayout, version: u64) 
 mod tests {
     use super::*;
     use crate::model::{Body, Head};
+    use crate::shared_optim::OptimizerKind;
     use std::thread::JoinHandle;
 
     fn spec(lstm: bool, head: Head) -> ModelSpec {
@@ -338,7 +335,7 @@ mod tests {
     /// or until `requests` and its clones are dropped.
     struct Predictors {
         requests: Sender<Request>,
-        updates: Arc<AtomicU64>,
+        training: Arc<TrainingCounters>,
         counters: Arc<PredictorCounters>,
         stop: Stop,
         threads: Vec<JoinHandle<()>>,
@@ -351,7 +348,7 @@ mod tests {
         batching: Batching,
     ) -> Predictors {
         let (requests, receiver) = crossbeam::channel::unbounded();
-        let updates = Arc::new(AtomicU64::new(0));
+        let training = Arc::new(TrainingCounters::default());
         let counters = Arc::new(PredictorCounters::default());
         let slots = Arc::new(SlotTable::new(agents, shared.spec(), Device::Cpu));
         let stop = Stop::default();
@@ -361,22 +358,19 @@ mod tests {
                     spec: shared.spec().clone(),
                     observation_shape: vec![4],
                     device: Device::Cpu,
-                    shared_parameters: shared
-                        .parameters()
-                        .iter()
-                        .map(|(_, p)| p.shallow_clone())
-                        .collect(),
-                    updates: updates.clone(),
+                    shared: SharedModel::over(shared, OptimizerKind::RmsProp, 1e-3),
+                    training: training.clone(),
                     slots: slots.clone(),
                     requests: receiver.clone(),
                     batching,
                     counters: counters.clone(),
+                    retire: Arc::default(),
                 };
                 let stop = stop.clone();
                 std::thread::spawn(move || run_predictor(setup, &stop))
             })
             .collect();
-        Predictors { requests, updates, counters, stop, threads }
+        Predictors { requests, training, counters, stop, threads }
     }
 
     fn ask(
@@ -583,7 +577,7 @@ mod tests {
         let after = expected();
         assert_ne!(before.0, after.0, "the weights moved");
         check(&ask(&running.requests, 2, &input, false, true), &before, 0);
-        running.updates.store(3, Ordering::Release);
+        running.training.updates.store(3, Ordering::Release);
         check(&ask(&running.requests, 2, &input, false, true), &after, 3);
         running.stop.request(crate::stop::StopReason::StepBudget);
         assert!(running.threads.into_iter().all(ends));

@@ -142,7 +142,10 @@ pub fn batched_loss(
         hidden: device::upload(&inputs.start_hidden, &state_shape, device),
         cell: device::upload(&inputs.start_cell, &state_shape, device),
     };
-    let (mut values, mut log_probs, mut entropies) = (vec![], vec![], vec![]);
+    // The body runs once over every step of the batch; only the LSTM cell has to go
+    // step by step, and the heads run once over all its outputs.
+    let features = model.features(&observations);
+    let mut heads_input = Vec::with_capacity(packing.batch_sizes.len());
     for (t, &rows) in packing.batch_sizes.iter().enumerate() {
         let (offset, rows) = (packing.offsets[t] as i64, rows as i64);
         // Segments that have ended drop out of the batch: they are the last rows.
@@ -150,20 +153,19 @@ pub fn batched_loss(
             hidden: state.hidden.narrow(0, 0, rows),
             cell: state.cell.narrow(0, 0, rows),
         };
-        let output = model.forward(&observations.narrow(0, offset, rows), &state);
-        let (log_prob, entropy) = action_terms(&output.policy, &actions.narrow(0, offset, rows));
-        values.push(output.value.view([-1]));
-        log_probs.push(log_prob);
-        entropies.push(entropy);
-        state = output.state;
+        let (output, next) = model.recurrent_step(&features.narrow(0, offset, rows), &state);
+        heads_input.push(output);
+        state = next;
     }
-    let values = Tensor::cat(&values, 0);
+    let (values, policy) = model.heads(&Tensor::cat(&heads_input, 0));
+    let values = values.view([-1]);
+    let (log_probs, entropies) = action_terms(&policy, &actions);
     let (returns, advantages) = targets(segments, &packing, &device::read(&values), config);
     let returns = device::upload(&returns, &[-1], device);
     let advantages = device::upload(&advantages, &[-1], device);
-    let policy = -(Tensor::cat(&log_probs, 0) * advantages).sum(Kind::Float);
+    let policy = -(log_probs * advantages).sum(Kind::Float);
     let value = ((returns - values).square() * 0.5).sum(Kind::Float);
-    let entropy = Tensor::cat(&entropies, 0).sum(Kind::Float);
+    let entropy = entropies.sum(Kind::Float);
     let total = &policy - &entropy * config.entropy_coef + &value * config.value_coef;
     SegmentLoss { loss: Loss { policy, value, entropy, total }, agent_steps }
 }
