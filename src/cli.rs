@@ -109,6 +109,9 @@ pub struct Ga3cArgs {
     /// training, keeping a change only when agent steps/s improve over a window.
     #[arg(long, help_heading = "Batched trainer (--trainer ga3c)")]
     pub autotune: bool,
+    /// Seconds --autotune measures each setting for.
+    #[arg(long, default_value_t = 20.0, value_parser = parse_status_interval, help_heading = "Batched trainer (--trainer ga3c)")]
+    pub autotune_window: f64,
 }
 
 /// The shared optimizer.

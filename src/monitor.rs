@@ -257,13 +257,7 @@ impl<'a> Monitor<'a> {
             if self.status.due(status_interval) {
                 let seconds = self.status.seconds_since_last();
                 let sample = self.status.sample(&self.counters);
-                let extra = trainer.status(seconds);
-                let line = if extra.is_empty() {
-                    sample.line()
-                } else {
-                    format!("{}, {extra}", sample.line())
-                };
-                self.write_line(&line);
+                self.write_line(&join_status(sample.line(), trainer.status(seconds)));
                 if let Some(board) = self.board.as_mut() {
                     board.training(
                         sample.agent_steps,
@@ -285,6 +279,10 @@ impl<'a> Monitor<'a> {
                 self.stop.request(StopReason::TimeBudget);
             }
         }
+        // The run's last status line, over the time since the previous one.
+        let seconds = self.status.seconds_since_last();
+        let line = join_status(self.status.sample(&self.counters).line(), trainer.status(seconds));
+        console::say(&line);
     }
 
     /// Logs every game that was waiting, but saves only the last one worth keeping: a
@@ -395,7 +393,6 @@ impl<'a> Monitor<'a> {
             Some(StopReason::Signal) => "interrupted",
             _ => "stopped",
         };
-        console::say(&self.status.sample(&self.counters).line());
         if let Some(board) = self.board.as_mut() {
             board.flush();
             console::say(&format!("TensorBoard event files are in {}", board.dir().display()));
@@ -416,6 +413,15 @@ impl<'a> Monitor<'a> {
             ));
         }
         Ok(())
+    }
+}
+
+/// A status line with the trainer's own part, if it has one, after the shared part.
+fn join_status(shared: String, trainer: String) -> String {
+    if trainer.is_empty() {
+        shared
+    } else {
+        format!("{shared}, {trainer}")
     }
 }
 

@@ -5,6 +5,7 @@ mod util;
 mod cli;
 mod envs;
 mod eval;
+mod ga3c;
 mod gpu;
 // `a3g plot`: learning curves from written logs, read back as PNGs.
 mod plot;

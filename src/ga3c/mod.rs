@@ -43,9 +43,6 @@ use segment::Segment;
 use trainer::{TrainerCounters, TrainerSetup};
 use tuner::{Counts, Tuner};
 
-/// How long --autotune measures each setting.
-const TUNING_WINDOW: Duration = Duration::from_secs(20);
-
 /// A thread that can be asked to end on its own.
 struct Running {
     handle: JoinHandle<()>,
@@ -168,7 +165,12 @@ pub fn start<'a>(
     };
     trainer.set_counts(counts)?;
     if args.autotune {
-        trainer.tuner = Some(Tuner::new(counts, ceiling, TUNING_WINDOW, Instant::now()));
+        trainer.tuner = Some(Tuner::new(
+            counts,
+            ceiling,
+            Duration::from_secs_f64(args.autotune_window),
+            Instant::now(),
+        ));
     }
     crate::console::say(&format!(
         "devices: predictors and the agents' LSTM states on {}; trainers on {}; shared model and optimizer on cpu; \
