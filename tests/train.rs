@@ -322,3 +322,32 @@ fn bad_train_input_is_one_line() {
     assert_eq!(std::fs::read(&model).unwrap(), damaged, "the damaged file was overwritten");
     assert_eq!(std::fs::read(&previous).unwrap(), damaged, "the previous set was overwritten");
 }
+
+/// With --shared-optimizer false each worker steps statistics of its own; the
+/// checkpoint keeps worker 0's, which have stepped (the handle it saved before never
+/// did, so --load restarted them at zero), and a resumed run starts from them.
+#[test]
+fn unshared_optimizer_statistics_are_saved_stepped() {
+    let scratch = Scratch::new("unshared-optimizer");
+    let flags = [
+        "train",
+        "--env",
+        "CartPole-v1",
+        "--workers",
+        "2",
+        "--hidden-size",
+        "16",
+        "--shared-optimizer",
+        "false",
+    ];
+    let run = scratch.a3g(&[&flags[..], &["--max-steps", "2000"]].concat());
+    assert!(run.status.success(), "{}", run.stderr);
+    let loaded = a3g::checkpoint::load(&scratch.path("trained_models"), "CartPole-v1").unwrap();
+    let statistics = loaded.optimizer.expect("statistics saved");
+    let (name, first_moment) =
+        statistics.iter().find(|(name, _)| name == "fc1.weight.exp_avg").expect("exp_avg");
+    assert!(first_moment.abs().sum(tch::Kind::Float).double_value(&[]) > 0.0, "{name} is zero");
+    let run = scratch.a3g(&[&flags[..], &["--load", "--max-steps", "2500"]].concat());
+    assert!(run.status.success(), "{}", run.stderr);
+    assert!(!run.stderr.contains("start afresh"), "{}", run.stderr);
+}
