@@ -745,10 +745,26 @@ mod tests {
     use super::*;
     use crate::model::{Body, Head};
 
-    fn scratch(name: &str) -> PathBuf {
+    /// A folder of its own for one test, removed when the test is done with it.
+    struct Scratch(PathBuf);
+
+    impl std::ops::Deref for Scratch {
+        type Target = PathBuf;
+        fn deref(&self) -> &PathBuf {
+            &self.0
+        }
+    }
+
+    impl Drop for Scratch {
+        fn drop(&mut self) {
+            let _ = fs::remove_dir_all(&self.0);
+        }
+    }
+
+    fn scratch(name: &str) -> Scratch {
         let dir = std::env::temp_dir().join(format!("a3g-unit-{name}-{}", std::process::id()));
         let _ = fs::remove_dir_all(&dir);
-        dir
+        Scratch(dir)
     }
 
     fn sidecar(env: &str) -> Sidecar {
