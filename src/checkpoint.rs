@@ -755,6 +755,12 @@ mod tests {
         }
     }
 
+    impl AsRef<Path> for Scratch {
+        fn as_ref(&self) -> &Path {
+            &self.0
+        }
+    }
+
     impl Drop for Scratch {
         fn drop(&mut self) {
             let _ = fs::remove_dir_all(&self.0);
@@ -888,7 +894,8 @@ mod tests {
         let current = CheckpointFiles::new(&dir, "CartPole-v1");
         let previous = CheckpointFiles::previous(&dir, "CartPole-v1");
         // Generation 3's model renamed into place, its sidecar not yet.
-        let mut third = CheckpointWriter::new(&scratch("torn-third"), "CartPole-v1").unwrap();
+        let third_dir = scratch("torn-third");
+        let mut third = CheckpointWriter::new(&third_dir, "CartPole-v1").unwrap();
         save_generation(&mut third, 3.0, 0.5).unwrap();
         fs::copy(third.model_file(), &current.model).unwrap();
         let loaded = load(&dir, "CartPole-v1").unwrap();
