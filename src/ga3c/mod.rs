@@ -47,8 +47,26 @@ use tuner::{Counts, Tuner};
 struct Running {
     handle: JoinHandle<()>,
     retire: Arc<AtomicBool>,
-    /// An agent's row in the slot table.
-    slot: usize,
+    /// An agent's row in the slot table; none for predictors and trainers.
+    slot: Option<usize>,
+}
+
+/// The three kinds of GA3C thread.
+#[derive(Clone, Copy)]
+enum Role {
+    Agent,
+    Predictor,
+    Trainer,
+}
+
+impl Role {
+    fn name(self) -> &'static str {
+        match self {
+            Role::Agent => "agent",
+            Role::Predictor => "predictor",
+            Role::Trainer => "trainer",
+        }
+    }
 }
 
 /// The figures of the previous status line.
@@ -81,7 +99,7 @@ pub struct Ga3cTrainer<'a> {
     retiring_agents: Vec<Running>,
     /// Slot-table rows no running agent holds.
     free_slots: Vec<usize>,
-    /// Threads started so far of each kind, for their names.
+    /// Threads started so far of each role (in `Role` order), for their names.
     started: [usize; 3],
     tuner: Option<Tuner>,
     last: LastStatus,
@@ -222,11 +240,11 @@ impl Ga3cTrainer<'_> {
 
     fn spawn(
         &mut self,
-        kind: usize,
+        role: Role,
         body: impl FnOnce() -> Result<()> + Send + 'static,
     ) -> Result<JoinHandle<()>> {
-        let name = format!("{} {}", ["agent", "predictor", "trainer"][kind], self.started[kind]);
-        self.started[kind] += 1;
+        let name = format!("{} {}", role.name(), self.started[role as usize]);
+        self.started[role as usize] += 1;
         stop::spawn_guarded(name, &self.stop, body).map_err(|cause| Error::Io {
             action: "start a thread for",
             path: PathBuf::from(&self.config.args.environment.env),
@@ -240,7 +258,7 @@ impl Ga3cTrainer<'_> {
             self.retiring_agents.drain(..).partition(|agent| agent.handle.is_finished());
         self.retiring_agents = retiring;
         for agent in ended {
-            self.free_slots.push(agent.slot);
+            self.free_slots.extend(agent.slot);
             self.retired.push(agent.handle);
         }
         let Some(slot) = self.free_slots.pop() else {
@@ -264,8 +282,8 @@ impl Ga3cTrainer<'_> {
             retire: Arc::clone(&retire),
         };
         let stop = self.stop.clone();
-        let handle = self.spawn(0, move || agent::run_agent(setup, &stop))?;
-        self.agents.push(Running { handle, retire, slot });
+        let handle = self.spawn(Role::Agent, move || agent::run_agent(setup, &stop))?;
+        self.agents.push(Running { handle, retire, slot: Some(slot) });
         Ok(())
     }
 
@@ -290,17 +308,17 @@ impl Ga3cTrainer<'_> {
             retire: Arc::clone(&retire),
         };
         let stop = self.stop.clone();
-        let handle = self.spawn(1, move || {
+        let handle = self.spawn(Role::Predictor, move || {
             predictor::run_predictor(setup, &stop);
             Ok(())
         })?;
-        self.predictors.push(Running { handle, retire, slot: 0 });
+        self.predictors.push(Running { handle, retire, slot: None });
         Ok(())
     }
 
     fn start_trainer(&mut self) -> Result<()> {
         let config = self.config;
-        let index = self.started[2];
+        let index = self.started[Role::Trainer as usize];
         let shared = if config.args.shared_optimizer || index == 0 {
             self.shared.handle()
         } else {
@@ -321,8 +339,9 @@ impl Ga3cTrainer<'_> {
         };
         let (segments, stop) = (self.segments.1.clone(), self.stop.clone());
         let thread_retire = Arc::clone(&retire);
-        let handle = self.spawn(2, move || trainer::run(setup, segments, stop, thread_retire))?;
-        self.trainers.push(Running { handle, retire, slot: 0 });
+        let handle =
+            self.spawn(Role::Trainer, move || trainer::run(setup, segments, stop, thread_retire))?;
+        self.trainers.push(Running { handle, retire, slot: None });
         Ok(())
     }
 
