@@ -56,13 +56,7 @@ pub fn sample(
             let noise: Vec<f32> = (0..dims).map(|_| rng.normal() as f32).collect();
             let noise = device::upload(&noise, &[1, -1], mean.device());
             let sample = (mean.detach() + std.detach() * noise).detach();
-            let variance = std.square();
-            let log_density = -(&sample - mean).square() / (&variance * 2.0)
-                - std.log()
-                - 0.5 * (2.0 * std::f64::consts::PI).ln();
-            let log_prob = log_density.sum_dim_intlist(1, false, Kind::Float);
-            let entropy = ((variance * (2.0 * std::f64::consts::PI)).log() * 0.5 + 0.5)
-                .sum_dim_intlist(1, false, Kind::Float);
+            let (log_prob, entropy) = action_terms(policy, &sample);
             let (values, value) = read_with_value(&sample);
             let values = values.iter().map(|&x| x as f32).collect();
             SampledAction {
@@ -71,6 +65,30 @@ pub fn sample(
                 entropy,
                 value,
             }
+        }
+    }
+}
+
+/// The log-probability of each row's action (`[rows, 1]` indices or `[rows, dims]`
+/// values, as drawn before any clipping) and the policy's entropy, each `[rows]`: the
+/// terms of the loss, for the action a worker just sampled or for a whole batch of
+/// replayed ones.
+pub fn action_terms(policy: &Policy, actions: &Tensor) -> (Tensor, Tensor) {
+    match policy {
+        Policy::Logits(logits) => {
+            let log_probs = logits.log_softmax(1, Kind::Float);
+            let entropy = -(&log_probs * log_probs.exp()).sum_dim_intlist(1, false, Kind::Float);
+            let taken = log_probs.gather(1, &actions.to_kind(Kind::Int64), false).view([-1]);
+            (taken, entropy)
+        }
+        Policy::Gaussian { mean, std } => {
+            let variance = std.square();
+            let log_density = -(actions - mean).square() / (&variance * 2.0)
+                - std.log()
+                - 0.5 * (2.0 * std::f64::consts::PI).ln();
+            let entropy = ((variance * (2.0 * std::f64::consts::PI)).log() * 0.5 + 0.5)
+                .sum_dim_intlist(1, false, Kind::Float);
+            (log_density.sum_dim_intlist(1, false, Kind::Float), entropy)
         }
     }
 }
@@ -88,7 +106,7 @@ pub fn greedy(policy: &Policy, bounds: Option<(&[f32], &[f32])>) -> Action {
 }
 
 /// Clips each dimension into its bounds, as the environment requires.
-fn clip(mut values: Vec<f32>, bounds: Option<(&[f32], &[f32])>) -> Vec<f32> {
+pub fn clip(mut values: Vec<f32>, bounds: Option<(&[f32], &[f32])>) -> Vec<f32> {
     if let Some((low, high)) = bounds {
         for ((value, &low), &high) in values.iter_mut().zip(low).zip(high) {
             *value = value.clamp(low, high);

@@ -62,30 +62,23 @@ impl SharedOptimizer {
 
     /// Another handle on the same statistics and step count, for another worker.
     pub fn share(&self) -> Self {
-        SharedOptimizer {
-            kind: self.kind,
-            learning_rate: self.learning_rate,
-            statistics: self
-                .statistics
-                .iter()
-                .map(|row| row.iter().map(Tensor::shallow_clone).collect())
-                .collect(),
-            steps: Arc::clone(&self.steps),
-        }
+        self.with_statistics(Tensor::shallow_clone, Arc::clone(&self.steps))
     }
 
     /// An optimizer of its own, starting from copies of these statistics and this
     /// step count (--shared-optimizer false: each worker steps its own).
     pub fn duplicate(&self) -> Self {
+        self.with_statistics(Tensor::copy, Arc::new(AtomicU64::new(self.steps())))
+    }
+
+    /// This optimizer with each statistic passed through `take` and `steps` as its
+    /// step count.
+    fn with_statistics(&self, take: fn(&Tensor) -> Tensor, steps: Arc<AtomicU64>) -> Self {
         SharedOptimizer {
             kind: self.kind,
             learning_rate: self.learning_rate,
-            statistics: self
-                .statistics
-                .iter()
-                .map(|row| row.iter().map(Tensor::copy).collect())
-                .collect(),
-            steps: Arc::new(AtomicU64::new(self.steps())),
+            statistics: self.statistics.iter().map(|row| row.iter().map(take).collect()).collect(),
+            steps,
         }
     }
 

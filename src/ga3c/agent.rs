@@ -14,6 +14,7 @@ use crate::error::{Error, Result};
 use crate::ga3c::predictor::{PolicyRow, Reply, Request};
 use crate::ga3c::segment::Segment;
 use crate::monitor::TrainingCounters;
+use crate::policy;
 use crate::rollout::RewardShaping;
 use crate::stop::Stop;
 
@@ -216,12 +217,7 @@ fn sample(policy: &PolicyRow, rng: &mut Rng, bounds: Option<(&[f32], &[f32])>) -
                     (mean + std * noise) as f32
                 })
                 .collect();
-            let mut played = drawn.clone();
-            if let Some((low, high)) = bounds {
-                for ((value, &low), &high) in played.iter_mut().zip(low).zip(high) {
-                    *value = value.clamp(low, high);
-                }
-            }
+            let played = policy::clip(drawn.clone(), bounds);
             Sampled {
                 drawn: Action::Continuous(drawn),
                 played: Action::Continuous(played),

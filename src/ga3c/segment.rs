@@ -12,7 +12,8 @@ use tch::{Device, Kind, Tensor};
 
 use crate::device;
 use crate::env::Action;
-use crate::model::{ActorCritic, LstmState, Policy};
+use crate::model::{ActorCritic, LstmState};
+use crate::policy;
 use crate::rollout::{compute_targets, Loss, LossConfig};
 
 /// An LSTM state on the host, as a predictor saw it before a forward pass: how a
@@ -159,7 +160,7 @@ pub fn batched_loss(
     }
     let (values, policy) = model.heads(&Tensor::cat(&heads_input, 0));
     let values = values.view([-1]);
-    let (log_probs, entropies) = action_terms(&policy, &actions);
+    let (log_probs, entropies) = policy::action_terms(&policy, &actions);
     let (returns, advantages) = targets(segments, &packing, &device::read(&values), config);
     let returns = device::upload(&returns, &[-1], device);
     let advantages = device::upload(&advantages, &[-1], device);
@@ -229,29 +230,6 @@ impl PackedInputs {
     }
 }
 
-/// The log-probability of each row's action (`[rows, 1]` indices or `[rows, dims]`
-/// values) and the policy's entropy, each `[rows]`: the terms an A3C worker's sampling
-/// gives its loss, for a whole batch, with the same formulas.
-fn action_terms(policy: &Policy, actions: &Tensor) -> (Tensor, Tensor) {
-    match policy {
-        Policy::Logits(logits) => {
-            let log_probs = logits.log_softmax(1, Kind::Float);
-            let entropy = -(&log_probs * log_probs.exp()).sum_dim_intlist(1, false, Kind::Float);
-            let taken = log_probs.gather(1, &actions.to_kind(Kind::Int64), false).view([-1]);
-            (taken, entropy)
-        }
-        Policy::Gaussian { mean, std } => {
-            let variance = std.square();
-            let log_density = -(actions - mean).square() / (&variance * 2.0)
-                - std.log()
-                - 0.5 * (2.0 * std::f64::consts::PI).ln();
-            let entropy = ((variance * (2.0 * std::f64::consts::PI)).log() * 0.5 + 0.5)
-                .sum_dim_intlist(1, false, Kind::Float);
-            (log_density.sum_dim_intlist(1, false, Kind::Float), entropy)
-        }
-    }
-}
-
 /// Returns and advantages of every step, in packed order, from the values the trainer
 /// recomputed (`values`, packed) and each segment's rewards and bootstrap.
 fn targets(
@@ -279,7 +257,7 @@ fn targets(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{Body, Head, ModelSpec, UNIVERSE_SIDE};
+    use crate::model::{Body, Head, ModelSpec, Policy, UNIVERSE_SIDE};
     use crate::rollout::Rollout;
     use tch::nn;
 
