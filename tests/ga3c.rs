@@ -1,17 +1,9 @@
 //! `a3g train --trainer ga3c` end to end: it learns what A3C learns, its checkpoints
 //! evaluate and resume with either trainer, and its flags are checked.
 
-use crate::util::{assert_one_line_error, Scratch};
-
-/// The last "reward mean" the test agent printed.
-fn last_reward_mean(stdout: &str) -> f64 {
-    stdout
-        .lines()
-        .rev()
-        .find_map(|line| line.split("reward mean ").nth(1))
-        .and_then(|mean| mean.trim().parse().ok())
-        .unwrap_or(f64::NAN)
-}
+use crate::util::{
+    assert_one_line_error, last_reward_mean, saved_agent_steps, Scratch, PENDULUM_LEARNING,
+};
 
 /// Eight agents, one predictor and one trainer learn CartPole-v1 to a 100-game greedy
 /// mean of 475 within 1.5 million agent steps. On a quiet two-core machine this took
@@ -62,36 +54,8 @@ fn ga3c_cartpole_learns_to_475() {
 #[test]
 fn ga3c_pendulum_learns_to_minus_500() {
     let scratch = Scratch::new("ga3c-pendulum");
-    let run = scratch.a3g(&[
-        "train",
-        "--trainer",
-        "ga3c",
-        "--env",
-        "Pendulum-v1",
-        "--workers",
-        "4",
-        "--train-batch",
-        "1",
-        "--seed",
-        "1",
-        "--hidden-size",
-        "128",
-        "--lr",
-        "1e-4",
-        "--gamma",
-        "0.9",
-        "--num-steps",
-        "5",
-        "--reward-scale",
-        "0.125",
-        "--reward-clip",
-        "off",
-        "--max-steps",
-        "1200000",
-        "--stop-at-mean=-500",
-        "--status-interval",
-        "60",
-    ]);
+    let ga3c = ["train", "--trainer", "ga3c", "--workers", "4", "--train-batch", "1"];
+    let run = scratch.a3g(&[&ga3c[..], PENDULUM_LEARNING].concat());
     assert!(run.status.success(), "{}", run.stderr);
     let mean = last_reward_mean(&run.stdout);
     assert!(
@@ -150,12 +114,6 @@ fn ga3c_checkpoint_evaluates_and_resumes_with_either_trainer() {
         );
         assert!(saved_agent_steps(&sidecar) >= before + 200, "{trainer}");
     }
-}
-
-fn saved_agent_steps(sidecar: &std::path::Path) -> u64 {
-    let text = std::fs::read_to_string(sidecar).expect("sidecar");
-    let json: serde_json::Value = serde_json::from_str(&text).expect("sidecar is JSON");
-    json["counters"]["agent_steps"].as_u64().expect("agent_steps")
 }
 
 /// GA3C's flags are checked before anything starts, each on one line.

@@ -1,21 +1,13 @@
 //! `a3g train` end to end: learning CartPole, an Atari smoke run that resumes, a
 //! clean stop on SIGINT, and each bad input.
 
-use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::util::{assert_one_line_error, signal, Lines, Scratch};
-
-/// The last "reward mean" the test agent printed.
-fn last_reward_mean(stdout: &str) -> f64 {
-    stdout
-        .lines()
-        .rev()
-        .find_map(|line| line.split("reward mean ").nth(1))
-        .and_then(|mean| mean.trim().parse().ok())
-        .unwrap_or(f64::NAN)
-}
+use crate::util::{
+    assert_one_line_error, last_reward_mean, saved_agent_steps, signal, Lines, Scratch,
+    PENDULUM_LEARNING,
+};
 
 /// Two workers with a fixed seed learn CartPole-v1 to a 100-game greedy mean of at
 /// least 475 within a million agent steps. Six runs on a loaded two-core machine
@@ -68,32 +60,7 @@ fn cartpole_learns_to_475() {
 #[test]
 fn pendulum_learns_to_minus_500() {
     let scratch = Scratch::new("pendulum-learns");
-    let run = scratch.a3g(&[
-        "train",
-        "--env",
-        "Pendulum-v1",
-        "--workers",
-        "2",
-        "--seed",
-        "1",
-        "--hidden-size",
-        "128",
-        "--lr",
-        "1e-4",
-        "--gamma",
-        "0.9",
-        "--num-steps",
-        "5",
-        "--reward-scale",
-        "0.125",
-        "--reward-clip",
-        "off",
-        "--max-steps",
-        "1200000",
-        "--stop-at-mean=-500",
-        "--status-interval",
-        "60",
-    ]);
+    let run = scratch.a3g(&[&["train", "--workers", "2"][..], PENDULUM_LEARNING].concat());
     assert!(run.status.success(), "{}", run.stderr);
     let mean = last_reward_mean(&run.stdout);
     assert!(
@@ -142,12 +109,6 @@ fn atari_smoke_run_writes_and_resumes() {
         saved_agent_steps(&scratch.path("trained_models/PongDeterministic-v4.json"))
             >= steps_saved + 100
     );
-}
-
-fn saved_agent_steps(sidecar: &Path) -> u64 {
-    let text = std::fs::read_to_string(sidecar).expect("sidecar");
-    let json: serde_json::Value = serde_json::from_str(&text).expect("sidecar is JSON");
-    json["counters"]["agent_steps"].as_u64().expect("agent_steps")
 }
 
 /// 32 workers on the reference model stay far under the 2 GB the project targets:

@@ -147,3 +147,46 @@ pub fn signal(child: &Child, name: &str) {
         .expect("run kill");
     assert!(status.success());
 }
+
+/// The last "reward mean" the test agent printed.
+pub fn last_reward_mean(stdout: &str) -> f64 {
+    stdout
+        .lines()
+        .rev()
+        .find_map(|line| line.split("reward mean ").nth(1))
+        .and_then(|mean| mean.trim().parse().ok())
+        .unwrap_or(f64::NAN)
+}
+
+/// The agent steps a checkpoint's sidecar records.
+pub fn saved_agent_steps(sidecar: &std::path::Path) -> u64 {
+    let text = std::fs::read_to_string(sidecar).expect("sidecar");
+    let json: serde_json::Value = serde_json::from_str(&text).expect("sidecar is JSON");
+    json["counters"]["agent_steps"].as_u64().expect("agent_steps")
+}
+
+/// Pendulum-v1's recipe (README's second example) with the learning tests' seed,
+/// budget and bar: both trainers' tests train with it.
+pub const PENDULUM_LEARNING: &[&str] = &[
+    "--env",
+    "Pendulum-v1",
+    "--seed",
+    "1",
+    "--hidden-size",
+    "128",
+    "--lr",
+    "1e-4",
+    "--gamma",
+    "0.9",
+    "--num-steps",
+    "5",
+    "--reward-scale",
+    "0.125",
+    "--reward-clip",
+    "off",
+    "--max-steps",
+    "1200000",
+    "--stop-at-mean=-500",
+    "--status-interval",
+    "60",
+];
