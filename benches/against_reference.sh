@@ -25,43 +25,11 @@ if [[ ${1:-} == --reference ]]; then
     shift 2
 fi
 
-python_deps="$A3G_DEPS/reference-python"
-python_packages=(gymnasium==1.4.0 ale-py==0.12.1 opencv-python-headless==5.0.0.93 setproctitle==1.3.8)
-if [[ ! -e $python_deps/.a3g-installed ]]; then
-    a3g_say "installing the reference's Python packages (${python_packages[*]}) into $python_deps"
-    a3g_pip_install "$python_deps" "${python_packages[@]}"
-    touch "$python_deps/.a3g-installed"
-fi
-
-# The last commit of rl_a3c_pytorch (2023-04-18), so that every run measures the same
-# code. Only the files main.py needs are taken: a mirror may lack the trained-model
-# blobs, and the benchmark needs none.
-reference_commit=4170f7d94852129dc70265648c219e6b412965be
-reference_files=(main.py train.py test.py model.py player_util.py shared_optim.py environment.py utils.py config.json)
+source "$A3G_ROOT/benches/python_a3c.sh"
+python_a3c_install_packages
+python_a3c_checkout rl_a3c_pytorch "$source_repo" "$rl_a3c_pytorch_commit" "${rl_a3c_pytorch_files[@]}"
 reference="$A3G_DEPS/rl_a3c_pytorch"
-if [[ ! -e $reference/.a3g-commit-$reference_commit ]]; then
-    if [[ ! -d $source_repo ]]; then
-        clone="$A3G_DEPS/rl_a3c_pytorch.git"
-        if [[ ! -d $clone ]]; then
-            a3g_say "cloning $source_repo into $clone"
-            rm -rf "$clone.partial"
-            git clone --quiet --bare "$source_repo" "$clone.partial" ||
-                a3g_fail "could not clone $source_repo; pass --reference with a local clone or mirror"
-            mv "$clone.partial" "$clone"
-        fi
-        source_repo=$clone
-    fi
-    rm -rf "$reference.partial"
-    mkdir -p "$reference.partial"
-    for file in "${reference_files[@]}"; do
-        git -C "$source_repo" show "$reference_commit:$file" >"$reference.partial/$file" ||
-            a3g_fail "$source_repo has no $file at commit $reference_commit of rl_a3c_pytorch; pass a clone that has it"
-    done
-    touch "$reference.partial/.a3g-commit-$reference_commit"
-    rm -rf "$reference"
-    mv "$reference.partial" "$reference"
-fi
 
 cargo build --release --locked --quiet
 python3 benches/against_reference.py --reference "$reference" --a3g target/release/a3g \
-    --python-path "$python_deps:$A3G_DEPS/torch" "$@"
+    --python-path "$python_a3c_deps:$A3G_DEPS/torch" "$@"

@@ -1,4 +1,5 @@
-"""A stand-in for gym 0.17, just enough to run rl_a3c_pytorch's main.py unmodified.
+"""A stand-in for gym 0.17, just enough to run rl_a3c_pytorch's main.py unmodified,
+and ikostrikov/pytorch-a3c's main.py, written against gym 0.9, as well.
 
 The reference was written against gym 0.17 with atari-py. Neither installs on a current
 Python, and ale-py 0.12 (through gymnasium) no longer registers the v4 ids the way gym
@@ -17,11 +18,17 @@ all with no sticky actions (repeat_action_probability 0), the minimal action set
 screens and no frame cap inside the emulator (ale-py's own v4 registration adds one of
 108,000 frames, which gym 0.17 did not have).
 
+What gym 0.9 did differently and ikostrikov/pytorch-a3c relies on: an observation
+wrapper's hook was `_observation`, and `step` took the [1, 1] numpy array of a sampled
+action as it came.
+
 Counting agent steps for benchmarks: when A3G_STEP_COUNTER_DIR is set, every process
 that steps an environment keeps its count of agent steps in
 `<dir>/<role>-<pid>.steps`, a little-endian u64 updated in place through mmap (no
 system call per step), where the role comes from the process title the reference sets
-("Train Agent: 3" -> train, "Test Agent" -> test, anything else -> main). Steps taken
+("Train Agent: 3" -> train, "Test Agent" -> test, anything else -> main) or, where no
+title is set (ikostrikov/pytorch-a3c), from the function a multiprocessing process was
+started on (`train` -> train, `test` -> test). Steps taken
 inside a reset (FIRE at the start of a game, no-ops, the step after a lost life) are
 not agent steps, as in a3g: they happen while one of this package's wrappers is
 resetting, which is how they are told apart. On NoFrameskip ids the reference's own
@@ -30,6 +37,7 @@ the count is of emulator frames.
 """
 
 import mmap
+import multiprocessing
 import os
 import re
 import struct
@@ -53,15 +61,7 @@ class _StepCounter:
     def __init__(self, directory):
         # Made at the process's first step rather than at import: the reference forks
         # its workers after importing gym, and titles them only then.
-        try:
-            from setproctitle import getproctitle
-
-            title = getproctitle()
-        except ImportError:
-            title = ""
-        role = (
-            "train" if title.startswith("Train") else "test" if title.startswith("Test") else "main"
-        )
+        role = _process_role()
         path = os.path.join(directory, f"{role}-{os.getpid()}.steps")
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         os.ftruncate(fd, 8)
@@ -72,6 +72,21 @@ class _StepCounter:
     def add_one(self):
         self._steps += 1
         struct.pack_into("<Q", self._mmap, 0, self._steps)
+
+
+def _process_role():
+    try:
+        from setproctitle import getproctitle
+
+        title = getproctitle()
+    except ImportError:
+        title = ""
+    if title.startswith("Train"):
+        return "train"
+    if title.startswith("Test"):
+        return "test"
+    target = getattr(multiprocessing.current_process(), "_target", None)
+    return {"train": "train", "test": "test"}.get(getattr(target, "__name__", ""), "main")
 
 
 _counter_dir = os.environ.get("A3G_STEP_COUNTER_DIR")
@@ -145,6 +160,7 @@ class AtariEnv(Env):
 
     def step(self, action):
         _count_agent_step()
+        action = np.asarray(action).item()  # a plain int, or a [1, 1] array under gym 0.9
         observation, reward, terminal, _truncated, info = self._ale_env.step(int(action))
         return observation, reward, terminal, {"ale.lives": info["lives"]}
 
@@ -202,7 +218,10 @@ class ObservationWrapper(Wrapper):
         return self.observation(observation), reward, done, info
 
     def observation(self, observation):
-        raise NotImplementedError
+        hook = getattr(type(self), "_observation", None)  # gym 0.9's name for it
+        if hook is None:
+            raise NotImplementedError
+        return hook(self, observation)
 
 
 def _reset(env, kwargs):
