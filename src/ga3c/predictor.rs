@@ -165,6 +165,10 @@ pub fn run_predictor(setup: PredictorSetup, stop: &Stop) {
     // Flags are validated before any thread starts; these are broken invariants.
     let Batching { min_batch, max_batch, .. } = setup.batching;
     assert!(max_batch >= 1 && min_batch <= max_batch, "bad batching {:?}", setup.batching);
+    // OpenMP's thread count is per thread: without this a predictor's matrix products
+    // ran on a team of one thread per core, whose idle members spin at a barrier
+    // between products and took a core from the agents, trainers and test agent.
+    tch::set_num_threads(1);
     let store = nn::VarStore::new(setup.device);
     let model = ActorCritic::new(&store, &setup.spec);
     let local: Vec<Tensor> =
