@@ -2,7 +2,8 @@
 //! evaluate and resume with either trainer, and its flags are checked.
 
 use crate::util::{
-    assert_one_line_error, last_reward_mean, saved_agent_steps, Scratch, PENDULUM_LEARNING,
+    assert_one_line_error, last_reward_mean, one_learning_run_at_a_time, saved_agent_steps,
+    Scratch, PENDULUM_LEARNING,
 };
 
 /// Eight agents, one predictor and one trainer learn CartPole-v1 to a 100-game greedy
@@ -10,6 +11,7 @@ use crate::util::{
 /// 296,000 steps and 11 s (docs/benchmarks.md); A3C's test takes 15-21 s.
 #[test]
 fn ga3c_cartpole_learns_to_475() {
+    let _learning = one_learning_run_at_a_time();
     let scratch = Scratch::new("ga3c-cartpole");
     let run = scratch.a3g(&[
         "train",
@@ -48,11 +50,12 @@ fn ga3c_cartpole_learns_to_475() {
 }
 
 /// Pendulum-v1 with the A3C test's hyperparameters, four agents and one segment per
-/// update: a 100-game mean of -500 within the same 1.2 million agent steps (148,000
+/// update: a 100-game mean of -500 within the same 2.5 million agent steps (148,000
 /// steps in a trial). With four segments per update it learned far slower per step
 /// (a mean of -841 after 370,000 steps), as each update then stands for four A3C ones.
 #[test]
 fn ga3c_pendulum_learns_to_minus_500() {
+    let _learning = one_learning_run_at_a_time();
     let scratch = Scratch::new("ga3c-pendulum");
     let ga3c = ["train", "--trainer", "ga3c", "--workers", "4", "--train-batch", "1"];
     let run = scratch.a3g(&[&ga3c[..], PENDULUM_LEARNING].concat());
