@@ -78,8 +78,9 @@ def parse_args():
         parser.error("minutes must be positive")
     if args.out.exists():
         parser.error(f"{args.out} exists; give a new folder, so that no earlier run is lost")
-    args.a3g, args.reference, args.ikostrikov = (
-        path.resolve() for path in (args.a3g, args.reference, args.ikostrikov)
+    # Each trainer runs in a folder of its own inside OUT, so paths given to it are absolute.
+    args.a3g, args.reference, args.ikostrikov, args.out = (
+        path.resolve() for path in (args.a3g, args.reference, args.ikostrikov, args.out)
     )
     # The trainers run in their own folders.
     args.python_path = ":".join(str(Path(entry).resolve()) for entry in args.python_path.split(":"))
