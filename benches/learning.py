@@ -50,7 +50,11 @@ def parse_args():
     parser.add_argument("minutes", type=float, help="wall time of each run")
     parser.add_argument("out", type=Path, help="folder for the logs and the plot (made new)")
     parser.add_argument(
-        "--sides", nargs="+", choices=SIDES, default=list(SIDES), help="which to run, in order"
+        "--sides",
+        nargs="*",
+        choices=SIDES,
+        default=list(SIDES),
+        help="which to run, in order (none: only report on --include's logs)",
     )
     parser.add_argument("--env", default="PongDeterministic-v4")
     parser.add_argument(
@@ -67,6 +71,14 @@ def parse_args():
         help="report when a test game first scores at least this (default 18)",
     )
     parser.add_argument("--status-interval", type=float, default=30)
+    parser.add_argument(
+        "--include",
+        type=Path,
+        action="append",
+        default=[],
+        metavar="LOG",
+        help="an earlier run's <side>.log to put in the table and the plot (repeatable)",
+    )
     parser.add_argument("--reference", type=Path, required=True, help="rl_a3c_pytorch's folder")
     parser.add_argument("--ikostrikov", type=Path, required=True, help="pytorch-a3c's folder")
     parser.add_argument(
@@ -74,8 +86,13 @@ def parse_args():
     )
     parser.add_argument("--a3g", type=Path, required=True, help="the a3g binary")
     args = parser.parse_args()
+    if not args.sides and not args.include:
+        parser.error("nothing to run or report: give --sides or --include")
     if args.minutes <= 0:
         parser.error("minutes must be positive")
+    for log in args.include:
+        if not log.is_file():
+            parser.error(f"--include {log}: no such file")
     if args.out.exists():
         parser.error(f"{args.out} exists; give a new folder, so that no earlier run is lost")
     # Each trainer runs in a folder of its own inside OUT, so paths given to it are absolute.
@@ -126,6 +143,8 @@ def summary(path, milestone):
         "milestone": clock(reached) if reached is not None else "not reached",
         "final mean": f"{means[-1]:.2f}",
         "best mean": f"{max(means[min(len(means), 10) - 1 :]):.2f}",
+        # Where the run ended up: the 100-game mean still holds its first games.
+        "last 10": f"{sum(r for _, r in games[-10:]) / len(games[-10:]):.1f}",
     }
 
 
@@ -253,6 +272,9 @@ def main():
         flush=True,
     )
     logs = []
+    for included in args.include:
+        logs.append(args.out / included.name)
+        shutil.copyfile(included, logs[-1])
     for side in args.sides:
         run, log = args.out / f"{side}-run", args.out / f"{side}.log"
         run.mkdir()
@@ -267,13 +289,15 @@ def main():
     print()
     print(
         f"| trainer | agent steps | agent steps/s | test games | best game | "
-        f"first game of {args.milestone:g}+ | best 100-game mean | final 100-game mean |"
+        f"first game of {args.milestone:g}+ | best 100-game mean | final 100-game mean "
+        "| mean of the last 10 games |"
     )
-    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
-    for side, log in zip(args.sides, logs):
-        result = summary(log, args.milestone)
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    for log in logs:
+        side, result = log.stem, summary(log, args.milestone)
         cells = [f"{result['steps']:,}", result["rate"], str(result["games"])] + [
-            result.get(key, "-") for key in ("best", "milestone", "best mean", "final mean")
+            result.get(key, "-")
+            for key in ("best", "milestone", "best mean", "final mean", "last 10")
         ]
         print(f"| {side} | {' | '.join(cells)} |")
     plot = args.out / "learning.png"
