@@ -279,10 +279,11 @@ impl<'a> Monitor<'a> {
                 self.stop.request(StopReason::TimeBudget);
             }
         }
-        // The run's last status line, over the time since the previous one.
+        // The run's last status line, over the time since the previous one; in the log
+        // as well, so that a curve against agent steps reaches the run's end.
         let seconds = self.status.seconds_since_last();
         let line = join_status(self.status.sample(&self.counters).line(), trainer.status(seconds));
-        console::say(&line);
+        self.write_line(&line);
     }
 
     /// Logs every game that was waiting, but saves only the last one worth keeping: a

@@ -98,6 +98,14 @@ fn atari_smoke_run_writes_and_resumes() {
     );
     let steps_saved = saved_agent_steps(&scratch.path("trained_models/PongDeterministic-v4.json"));
     assert!(steps_saved >= 200, "{steps_saved}");
+    // The run's last status line is in the log, so a curve drawn from the log alone
+    // reaches the run's end (this run is too short for any other status line).
+    let last_status_steps: u64 = log
+        .lines()
+        .filter_map(|line| line.split_once("] agent steps ")?.1.split(',').next()?.parse().ok())
+        .last()
+        .expect("a status line in the log");
+    assert!(last_status_steps >= 200, "{log}");
 
     let run = scratch
         .a3g(&[&common[..], &["--load", "--max-steps", &(steps_saved + 100).to_string()]].concat());
