@@ -103,7 +103,7 @@ fn atari_smoke_run_writes_and_resumes() {
     let last_status_steps: u64 = log
         .lines()
         .filter_map(|line| line.split_once("] agent steps ")?.1.split(',').next()?.parse().ok())
-        .last()
+        .next_back()
         .expect("a status line in the log");
     assert!(last_status_steps >= 200, "{log}");
 
