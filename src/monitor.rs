@@ -12,6 +12,7 @@ use crossbeam::channel::{Receiver, RecvTimeoutError};
 use tch::{Device, Tensor};
 
 use crate::checkpoint::{self, CheckpointWriter, SavedCounters, Sidecar};
+use crate::cli::TrainerName;
 use crate::config::TrainConfig;
 use crate::console;
 use crate::device;
@@ -212,7 +213,7 @@ impl<'a> Monitor<'a> {
         let counters = Arc::new(TrainingCounters::resumed(&resumed));
         let started = Instant::now();
         Ok(Monitor {
-            status: StatusClock::new(started, &counters),
+            status: StatusClock::new(started, &counters, args.trainer),
             config,
             names,
             shared,
@@ -484,11 +485,15 @@ struct StatusClock {
     last_attempts: u64,
     last_losses: [f64; 3],
     last_phases: [(&'static str, u64); 5],
+    /// Whether an update plays its own rollout: GA3C's agents play apart from its
+    /// updates, so its status lines leave that phase out rather than show 0.
+    updates_play: bool,
 }
 
 impl StatusClock {
-    fn new(started: Instant, counters: &TrainingCounters) -> Self {
+    fn new(started: Instant, counters: &TrainingCounters, trainer: TrainerName) -> Self {
         StatusClock {
+            updates_play: trainer == TrainerName::A3c,
             started,
             last: started,
             last_steps: counters.agent_steps.load(Ordering::Relaxed),
@@ -533,6 +538,7 @@ impl StatusClock {
             phase_milliseconds: phases
                 .iter()
                 .zip(&self.last_phases)
+                .filter(|((name, _), _)| self.updates_play || *name != "rollout")
                 .map(|((name, total), (_, before))| {
                     let updates = (attempted - self.last_attempts).max(1) as f64;
                     (*name, (total - before) as f64 / 1e6 / updates)

@@ -45,6 +45,7 @@ fn cartpole_learns_to_475() {
     );
     let mean = last_reward_mean(&run.stdout);
     assert!(mean >= 475.0, "final mean {mean}");
+    assert!(run.stdout.contains(", rollout "), "A3C's updates time their rollouts");
     assert!(scratch.path("trained_models/CartPole-v1.safetensors").exists());
 }
 
