@@ -187,15 +187,32 @@ def share(seconds, window):
     return f"{100 * seconds / window:.0f}%"
 
 
+def stand_in_environment(python_path, counters):
+    """The environment a Python trainer runs in: the gym stand-in first on its path,
+    counting agent steps into the folder `counters`."""
+    return dict(
+        os.environ,
+        PYTHONPATH=f"{HERE / 'reference_gym'}:{python_path}",
+        A3G_STEP_COUNTER_DIR=str(counters),
+    )
+
+
+def counted_steps(counters):
+    """{role: agent steps} from the stand-in's counter files in the folder `counters`."""
+    counts = {}
+    for path in counters.glob("*.steps"):
+        data = path.read_bytes()
+        if len(data) == 8:  # else just created, not yet sized
+            role = path.name.split("-")[0]
+            counts[role] = counts.get(role, 0) + struct.unpack("<Q", data)[0]
+    return counts
+
+
 def run_reference(args, scratch):
     counters = scratch / "steps"
     for folder in (counters, scratch / "logs", scratch / "models"):
         folder.mkdir()
-    env = dict(
-        os.environ,
-        PYTHONPATH=f"{HERE / 'reference_gym'}:{args.python_path}",
-        A3G_STEP_COUNTER_DIR=str(counters),
-    )
+    env = stand_in_environment(args.python_path, counters)
     # fmt: off
     command = [
         sys.executable, str(args.reference / "main.py"),
@@ -204,15 +221,6 @@ def run_reference(args, scratch):
         "--log-dir", f"{scratch / 'logs'}/", "--save-model-dir", f"{scratch / 'models'}/",
     ]
     # fmt: on
-
-    def steps():
-        counts = {}
-        for path in counters.glob("*.steps"):
-            data = path.read_bytes()
-            if len(data) == 8:  # else just created, not yet sized
-                role = path.name.split("-")[0]
-                counts[role] = counts.get(role, 0) + struct.unpack("<Q", data)[0]
-        return counts
 
     log = scratch / "reference.log"
     started = time.monotonic()
@@ -227,13 +235,13 @@ def run_reference(args, scratch):
         )
     try:
         sleep_until(started + args.warm_up, process, log)
-        t0, steps0, cpu0 = time.monotonic(), steps(), group_processes(process.pid)
+        t0, steps0, cpu0 = time.monotonic(), counted_steps(counters), group_processes(process.pid)
         if not steps0.get("train"):
             sys.exit(
                 f"the reference took no training step in {args.warm_up:g} s; its output:\n{tail(log)}"
             )
         sleep_until(started + args.seconds, process, log)
-        t1, steps1, cpu1 = time.monotonic(), steps(), group_processes(process.pid)
+        t1, steps1, cpu1 = time.monotonic(), counted_steps(counters), group_processes(process.pid)
     finally:
         stop_group(process, grace=10)
     window = t1 - t0

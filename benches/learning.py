@@ -30,9 +30,15 @@ import sys
 import time
 from pathlib import Path
 
-from against_reference import cpu_model, load_average, stop_group, tail
+from against_reference import (
+    counted_steps,
+    cpu_model,
+    load_average,
+    stand_in_environment,
+    stop_group,
+    tail,
+)
 
-HERE = Path(__file__).resolve().parent
 SIDES = ("a3g", "rl_a3c_pytorch", "pytorch-a3c")
 # What finds Pong's best settings on two cores (docs/benchmarks.md, "Pong learned on two
 # cores"); --a3g-flags replaces it.
@@ -99,7 +105,6 @@ def parse_args():
     args.a3g, args.reference, args.ikostrikov, args.out = (
         path.resolve() for path in (args.a3g, args.reference, args.ikostrikov, args.out)
     )
-    # The trainers run in their own folders.
     args.python_path = ":".join(str(Path(entry).resolve()) for entry in args.python_path.split(":"))
     return args
 
@@ -115,12 +120,16 @@ def read_log(path):
     for line in Path(path).read_text(errors="replace").splitlines():
         game, steps = GAME_LINE.search(line), STATUS_LINE.match(line)
         if game:
-            hours, minutes, seconds, reward, _ = game.groups()
-            games.append((int(hours) * 3600 + int(minutes) * 60 + int(seconds), float(reward)))
+            games.append((clock_seconds(game), float(game[4])))
         elif steps:
-            hours, minutes, seconds, count = steps.groups()
-            status.append((int(hours) * 3600 + int(minutes) * 60 + int(seconds), int(count)))
+            status.append((clock_seconds(steps), int(steps[4])))
     return games, status
+
+
+def clock_seconds(match):
+    """Seconds of a match whose first three groups are a clock's hours, minutes, seconds."""
+    hours, minutes, seconds = (int(group) for group in match.groups()[:3])
+    return hours * 3600 + minutes * 60 + seconds
 
 
 def summary(path, milestone):
@@ -202,21 +211,13 @@ def run_python(side, args, run, log):
             "--num-processes", str(args.workers),
         ]  # fmt: skip
         games_source = run / "output.txt"
-    env = dict(
-        os.environ,
-        PYTHONPATH=f"{HERE / 'reference_gym'}:{args.python_path}",
-        A3G_STEP_COUNTER_DIR=str(counters),
-        # pytorch-a3c sets it only after torch is imported, too late to take effect.
-        OMP_NUM_THREADS="1",
-    )
+    env = stand_in_environment(args.python_path, counters)
+    # pytorch-a3c sets it only after torch is imported, too late to take effect.
+    env["OMP_NUM_THREADS"] = "1"
 
-    def training_steps():
-        total = 0
-        for path in counters.glob("train-*.steps"):
-            data = path.read_bytes()
-            if len(data) == 8:  # else just created, not yet sized
-                total += int.from_bytes(data, "little")
-        return total
+    def write_status(out, elapsed):
+        steps = counted_steps(counters).get("train", 0)
+        out.write(f"[{clock(elapsed)}] agent steps {steps}, {steps / elapsed:.0f} steps/s\n")
 
     started = time.monotonic()
     with open(run / "output.txt", "w") as output:
@@ -248,16 +249,14 @@ def run_python(side, args, run, log):
                                 f"episode length {length}\n"
                             )
                 if elapsed >= next_status:
-                    steps = training_steps()
-                    out.write(f"[{clock(elapsed)}] agent steps {steps}, {steps / elapsed:.0f} steps/s\n")
+                    write_status(out, elapsed)
                     next_status += args.status_interval
                 out.flush()
                 if elapsed >= next_progress:
                     progress(side, started, log)
                     next_progress += 60
                 time.sleep(1)
-            steps = training_steps()
-            out.write(f"[{clock(elapsed)}] agent steps {steps}, {steps / elapsed:.0f} steps/s\n")
+            write_status(out, elapsed)
     finally:
         stop_group(process, grace=10)
 
