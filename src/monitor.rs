@@ -49,16 +49,32 @@ pub struct TrainingCounters {
     pub entropy_sum: AtomicU64,
     /// Time spent in each phase of an update, summed over threads.
     pub phases: PhaseTimes,
+    /// --max-steps, spent by whichever thread counts its last step (see
+    /// [`TrainingCounters::count_agent_step`]).
+    pub step_budget: Option<u64>,
 }
 
 impl TrainingCounters {
-    /// Counters that continue from a checkpoint's.
-    pub fn resumed(saved: &SavedCounters) -> Self {
-        let counters = TrainingCounters::default();
+    /// Counters that continue from a checkpoint's, up to a total of `step_budget`
+    /// agent steps if given.
+    pub fn resumed(saved: &SavedCounters, step_budget: Option<u64>) -> Self {
+        let counters = TrainingCounters { step_budget, ..TrainingCounters::default() };
         counters.agent_steps.store(saved.agent_steps, Ordering::Relaxed);
         counters.env_frames.store(saved.env_frames, Ordering::Relaxed);
         counters.updates.store(saved.updates, Ordering::Relaxed);
         counters
+    }
+
+    /// Counts one agent step that took `frames` emulator frames, and asks for the stop
+    /// if it spends the step budget. Asked here rather than by the monitor, which
+    /// checks budgets between other work: a checkpoint's sync on a slow disk kept it
+    /// busy long enough for workers to run hundreds of steps past --max-steps.
+    pub fn count_agent_step(&self, frames: u64, stop: &Stop) {
+        let steps = self.agent_steps.fetch_add(1, Ordering::Relaxed) + 1;
+        self.env_frames.fetch_add(frames, Ordering::Relaxed);
+        if self.step_budget.is_some_and(|budget| steps >= budget) {
+            stop.request(StopReason::StepBudget);
+        }
     }
 
     /// Records a kept update whose loss terms (summed over `steps` agent steps) were
@@ -210,7 +226,7 @@ impl<'a> Monitor<'a> {
             "{} keeps the last complete checkpoint",
             args.save_model_dir.display()
         ));
-        let counters = Arc::new(TrainingCounters::resumed(&resumed));
+        let counters = Arc::new(TrainingCounters::resumed(&resumed, args.max_steps));
         let started = Instant::now();
         Ok(Monitor {
             status: StatusClock::new(started, &counters, args.trainer),
@@ -273,6 +289,7 @@ impl<'a> Monitor<'a> {
                     );
                 }
             }
+            // A run resumed at or past its budget counts no step to spend it.
             if args.max_steps.is_some_and(|max| steps >= max) {
                 self.stop.request(StopReason::StepBudget);
             }
@@ -287,10 +304,10 @@ impl<'a> Monitor<'a> {
         self.write_line(&line);
     }
 
-    /// Logs every game that was waiting, but saves only the last one worth keeping: a
-    /// save syncs three files to disk, and short games (CartPole's first ones take
-    /// milliseconds) would otherwise queue up faster than they are saved, delaying
-    /// --stop-at-mean and the log.
+    /// Logs the games that were waiting, up to one that meets --stop-at-mean, but saves
+    /// only the last one worth keeping: a save syncs three files to disk, and short
+    /// games (CartPole's first ones take milliseconds) would otherwise queue up faster
+    /// than they are saved, delaying --stop-at-mean and the log.
     fn record_games(&mut self, games: Vec<EpisodeStats>) {
         let args = self.config.args;
         let mut to_save = None;
@@ -317,7 +334,11 @@ impl<'a> Monitor<'a> {
                 .stop_at_mean
                 .is_some_and(|target| self.recent.len() == MEAN_WINDOW && mean >= target)
             {
+                // Games queued behind this one finished after the target was met, as
+                // games that finish once a stop is asked for do: left out, so that the
+                // log and the checkpoint end at the mean that met the target.
                 self.stop.request(StopReason::TargetScore);
+                break;
             }
         }
         if let Some((games, best, played)) = to_save {
@@ -591,5 +612,21 @@ mod tests {
         }
         assert!(counters.record_skip().is_err());
         assert_eq!(counters.skipped_updates.load(Ordering::Relaxed), 2 * MAX_CONSECUTIVE_SKIPS - 1);
+    }
+
+    /// The step that spends --max-steps asks for the stop, counting from where a
+    /// resumed run left off; no step before it does.
+    #[test]
+    fn the_last_budgeted_step_asks_for_the_stop() {
+        let saved = SavedCounters { agent_steps: 7, ..SavedCounters::default() };
+        let counters = TrainingCounters::resumed(&saved, Some(10));
+        let stop = Stop::default();
+        for _ in 0..2 {
+            counters.count_agent_step(4, &stop);
+        }
+        assert!(stop.reason().is_none());
+        counters.count_agent_step(4, &stop);
+        assert_eq!(stop.reason(), Some(StopReason::StepBudget));
+        assert_eq!(counters.env_frames.load(Ordering::Relaxed), 12);
     }
 }

@@ -68,7 +68,9 @@ fn event_files_read_back_in_tensorboard() {
         .iter()
         .map(|point| point[0].as_u64().unwrap())
         .collect();
-    assert!(steps.windows(2).all(|pair| pair[0] <= pair[1]) && *steps.last().unwrap() <= 4100);
+    // One worker stops at the step that spends the budget, whatever the monitor is
+    // doing then (a checkpoint's sync on a slow disk once let it run 100+ steps past).
+    assert!(steps.windows(2).all(|pair| pair[0] <= pair[1]) && *steps.last().unwrap() <= 4000);
     for tag in [
         "test/episode_length",
         "test/reward_mean",

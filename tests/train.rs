@@ -243,6 +243,20 @@ fn bad_train_input_is_one_line() {
         "10",
     ]);
     assert!(run.status.success(), "{}", run.stderr);
+    // A second save, by a resumed run, keeps the first set as the previous one.
+    let resumed = scratch.a3g(&[
+        "train",
+        "--env",
+        "CartPole-v1",
+        "--workers",
+        "1",
+        "--hidden-size",
+        "16",
+        "--load",
+        "--max-steps",
+        "20",
+    ]);
+    assert!(resumed.status.success(), "{}", resumed.stderr);
     let model = scratch.path("trained_models/CartPole-v1.safetensors");
     let line = assert_one_line_error(&scratch.a3g(&[
         "train",
@@ -258,7 +272,7 @@ fn bad_train_input_is_one_line() {
     // the warning names what is wrong with the newer one.
     let damaged = b"\x08\x00\x00\x00\x00\x00\x00\x00{broken}".to_vec();
     let previous = scratch.path("trained_models/CartPole-v1.prev.safetensors");
-    assert!(previous.exists(), "test games and the final save leave a previous set");
+    assert!(previous.exists(), "the resumed run's save leaves a previous set");
     std::fs::write(&model, &damaged).unwrap();
     let run = scratch.a3g(&[
         "train",
@@ -268,7 +282,7 @@ fn bad_train_input_is_one_line() {
         "16",
         "--load",
         "--max-steps",
-        "20",
+        "30",
     ]);
     assert!(run.status.success(), "{}", run.stderr);
     assert!(

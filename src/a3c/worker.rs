@@ -14,7 +14,6 @@
 //! experience is what it would have been; a worker waiting in the queue is one that
 //! would only have been waiting for a core.
 
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -213,9 +212,8 @@ impl Worker {
             rollout.rewards.push(setup.rewards.apply(step.reward));
             state = output.state;
             self.observation = step.observation;
-            setup.counters.agent_steps.fetch_add(1, Ordering::Relaxed);
             let frames = setup.env.env_frames();
-            setup.counters.env_frames.fetch_add(frames - self.frames_seen, Ordering::Relaxed);
+            setup.counters.count_agent_step(frames - self.frames_seen, stop);
             self.frames_seen = frames;
             if done {
                 break;
@@ -276,6 +274,8 @@ impl Worker {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::atomic::Ordering;
+
     use super::*;
     use crate::env::{self, EnvOptions};
     use crate::model::ActorCritic;

@@ -112,9 +112,8 @@ pub fn run_agent(setup: AgentSetup, stop: &Stop) -> Result<()> {
         segment.behaviour_log_probs.push(sampled.log_prob);
         // Shaped for learning only; scores stay raw.
         segment.rewards.push(rewards.apply(step.reward));
-        setup.counters.agent_steps.fetch_add(1, Ordering::Relaxed);
         let frames = env.env_frames();
-        setup.counters.env_frames.fetch_add(frames - frames_seen, Ordering::Relaxed);
+        setup.counters.count_agent_step(frames - frames_seen, stop);
         frames_seen = frames;
         let done = step.done() || episode_length >= max_episode_length;
         observation = check(step.observation)?;
