@@ -277,6 +277,12 @@ pub struct TrainArgs {
     /// and keep that checkpoint at the end rather than the final weights.
     #[arg(long, help_heading = "Checkpoints")]
     pub save_max: bool,
+    /// Least seconds between checkpoints written after test games (0: after every
+    /// game worth keeping). Classic control's test agent plays dozens of games a
+    /// second, each save syncs three files, and a kill loses at most this much
+    /// training; the final checkpoint is written whatever the interval.
+    #[arg(long, default_value_t = 5.0, value_parser = parse_save_interval, allow_negative_numbers = true, help_heading = "Checkpoints")]
+    pub save_interval: f64,
     /// Folder of the test agent's game log (`<env>_log`).
     #[arg(long, default_value = "logs", help_heading = "Checkpoints")]
     #[serde(serialize_with = "lossy_path")]
@@ -367,6 +373,12 @@ fn parse_duration(text: &str) -> Result<HumanDuration, String> {
 fn parse_status_interval(text: &str) -> Result<f64, String> {
     number_in(text, |value| value > 0.0 && value <= 86_400.0)
         .ok_or_else(|| format!("{text:?} is not an interval; write seconds above 0, at most 86400"))
+}
+
+fn parse_save_interval(text: &str) -> Result<f64, String> {
+    number_in(text, |value| (0.0..=86_400.0).contains(&value)).ok_or_else(|| {
+        format!("{text:?} is not an interval; write seconds from 0 to 86400")
+    })
 }
 
 fn parse_share(text: &str) -> Result<f64, String> {

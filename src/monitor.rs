@@ -172,6 +172,13 @@ pub trait RunningTrainer {
     fn join(self: Box<Self>);
 }
 
+/// A test game's weights worth a checkpoint, with what its sidecar records.
+struct Keep {
+    test_games: u64,
+    best: f64,
+    weights: Vec<(String, Tensor)>,
+}
+
 /// Everything the monitor writes to and reads from.
 pub struct Monitor<'a> {
     config: &'a TrainConfig<'a>,
@@ -191,8 +198,13 @@ pub struct Monitor<'a> {
     test_games: u64,
     recent: VecDeque<f64>,
     best: f64,
-    /// Whether a --save-max checkpoint was written by this run.
+    /// Whether this run found weights for a --save-max checkpoint (written, or
+    /// waiting in `unsaved`).
     saved_best: bool,
+    /// The latest test game's weights worth keeping, waiting for --save-interval.
+    unsaved: Option<Keep>,
+    /// When the last checkpoint after a test game was written.
+    last_save: Option<Instant>,
     /// The first error of the monitor's own (log, checkpoint), ended with.
     error: Option<Error>,
 }
@@ -244,6 +256,8 @@ impl<'a> Monitor<'a> {
             // A resumed --save-max run only saves weights that match the best it had.
             best: resumed_best.unwrap_or(f64::NEG_INFINITY),
             saved_best: false,
+            unsaved: None,
+            last_save: None,
             error: None,
         })
     }
@@ -267,6 +281,7 @@ impl<'a> Monitor<'a> {
                     .stop
                     .request(StopReason::Failure("the test agent stopped unexpectedly".into())),
             }
+            self.save_if_due();
             let steps = self.counters.agent_steps.load(Ordering::Relaxed);
             if let Some(line) = trainer.tick(steps) {
                 self.write_line(&line);
@@ -304,10 +319,11 @@ impl<'a> Monitor<'a> {
         self.write_line(&line);
     }
 
-    /// Logs the games that were waiting, up to one that meets --stop-at-mean, but saves
-    /// only the last one worth keeping: a save syncs three files to disk, and short
-    /// games (CartPole's first ones take milliseconds) would otherwise queue up faster
-    /// than they are saved, delaying --stop-at-mean and the log.
+    /// Logs the games that were waiting, up to one that meets --stop-at-mean, and keeps
+    /// the weights of the last one worth keeping for the next checkpoint: a save syncs
+    /// three files to disk, and short games (CartPole's first ones take milliseconds)
+    /// would otherwise queue up faster than they are saved, delaying --stop-at-mean and
+    /// the log.
     fn record_games(&mut self, games: Vec<EpisodeStats>) {
         let args = self.config.args;
         let mut to_save = None;
@@ -327,7 +343,7 @@ impl<'a> Monitor<'a> {
             self.write_line(&game_log::game_line(game.finished_at, game.reward, game.length, mean));
             let new_best = self.best.max(game.reward);
             if !args.save_max || game.reward >= self.best {
-                to_save = Some((self.test_games, new_best, played));
+                to_save = Some(Keep { test_games: self.test_games, best: new_best, weights: played });
             }
             self.best = new_best;
             if args
@@ -341,11 +357,24 @@ impl<'a> Monitor<'a> {
                 break;
             }
         }
-        if let Some((games, best, played)) = to_save {
+        if to_save.is_some() {
             self.saved_best = true;
-            if let Err(err) = self.save(games, best, &played) {
-                self.fail(err, "cannot write the checkpoint");
-            }
+            self.unsaved = to_save;
+        }
+    }
+
+    /// Writes the waiting test game's weights once --save-interval has passed since
+    /// the last such checkpoint.
+    fn save_if_due(&mut self) {
+        let interval = Duration::from_secs_f64(self.config.args.save_interval);
+        if self.unsaved.is_none() || self.last_save.is_some_and(|last| last.elapsed() < interval)
+        {
+            return;
+        }
+        let keep = self.unsaved.take().expect("checked above");
+        self.last_save = Some(Instant::now());
+        if let Err(err) = self.save(keep.test_games, keep.best, &keep.weights) {
+            self.fail(err, "cannot write the checkpoint");
         }
     }
 
@@ -403,8 +432,12 @@ impl<'a> Monitor<'a> {
         }
         let args = self.config.args;
         // The latest weights are kept for --load to resume from, unless --save-max
-        // already wrote the best game's weights, which they would overwrite.
-        if !(args.save_max && self.saved_best) {
+        // found the best game's weights, which they would overwrite.
+        if args.save_max && self.saved_best {
+            if let Some(keep) = self.unsaved.take() {
+                self.save(keep.test_games, keep.best, &keep.weights)?;
+            }
+        } else {
             let latest: Vec<(String, Tensor)> =
                 self.names.iter().cloned().zip(self.shared.snapshot()).collect();
             self.save(self.test_games, self.best, &latest)?;

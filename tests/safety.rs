@@ -106,6 +106,8 @@ fn out_of_range_hyperparameters_are_refused() {
         ("--stop-at-mean", "nan"),
         ("--max-time", "1e20s"),
         ("--status-interval", "inf"),
+        ("--save-interval", "-1"),
+        ("--save-interval", "nan"),
     ] {
         let result = run(&scratch, &cartpole(&[flag, value]));
         assert_eq!(result.status.code(), Some(2), "{flag} {value}: {}", result.stderr);
@@ -148,7 +150,8 @@ fn a_kill_at_any_moment_leaves_a_whole_checkpoint() {
     let first = run(&scratch, &cartpole(&["--max-steps", "200"]));
     assert!(first.status.success(), "{}", first.stderr);
     for delay_ms in [700, 1130, 1570, 1990, 2410, 2830] {
-        let child = spawn(&scratch, &cartpole(&["--load", "--max-time", "20s"]));
+        let child =
+            spawn(&scratch, &cartpole(&["--load", "--max-time", "20s", "--save-interval", "0"]));
         std::thread::sleep(Duration::from_millis(delay_ms));
         signal(&child, "KILL");
         let _ = child.wait_with_output();
@@ -162,6 +165,36 @@ fn a_kill_at_any_moment_leaves_a_whole_checkpoint() {
             .collect();
         assert!(leftovers.is_empty(), "after a kill at {delay_ms} ms: {leftovers:?}");
     }
+}
+
+/// --save-interval holds back the checkpoints after test games: CartPole's test agent
+/// plays its first games in milliseconds each, and a run killed after 50 of them, with
+/// an hour's interval, has on disk only the checkpoint of its first.
+#[test]
+fn save_interval_holds_back_checkpoints() {
+    let scratch = Scratch::new("save-interval");
+    let mut child = spawn(&scratch, &cartpole(&["--max-time", "60s", "--save-interval", "3600"]));
+    let mut stdout = Lines::stdout(&mut child);
+    let games_logged = || {
+        std::fs::read_to_string(scratch.path("logs/CartPole-v1_log"))
+            .map(|log| log.matches("episode reward").count())
+            .unwrap_or(0)
+    };
+    stdout.wait_for("episode reward");
+    let since = Instant::now();
+    while games_logged() < 50 {
+        assert!(since.elapsed() < Duration::from_secs(50), "fewer than 50 test games");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    signal(&child, "KILL");
+    let _ = child.wait();
+    drop(stdout);
+    let sidecar: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(scratch.path("trained_models/CartPole-v1.json")).unwrap(),
+    )
+    .unwrap();
+    let saved_games = sidecar["counters"]["test_games"].as_u64().unwrap();
+    assert!(saved_games < 50, "the checkpoint holds {saved_games} test games");
 }
 
 /// --load appends to the game log: the first run's games are still there, followed by
