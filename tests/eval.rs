@@ -411,6 +411,32 @@ fn shipped_pong_model_wins_21_0() {
     }
 }
 
+/// The BreakoutDeterministic-v4 model shipped in trained_models/ (--model universe,
+/// trained by the batched trainer) still scores 51 in its games, with both seeds
+/// README's Results name.
+#[test]
+fn shipped_breakout_model_scores_51() {
+    let scratch = Scratch::new("eval-shipped-breakout");
+    let models = Path::new(env!("CARGO_MANIFEST_DIR")).join("trained_models");
+    for seed in ["1", "2"] {
+        let run = scratch.a3g(&[
+            "eval",
+            "--env",
+            "BreakoutDeterministic-v4",
+            "--num-episodes",
+            "2",
+            "--seed",
+            seed,
+            "--load-model-dir",
+            models.to_str().unwrap(),
+            "--json",
+        ]);
+        assert!(run.status.success(), "{}", run.stderr);
+        let summary: serde_json::Value = serde_json::from_str(run.stdout.trim()).unwrap();
+        assert_eq!(summary["mean"], 51.0, "seed {seed}: {summary}");
+    }
+}
+
 /// The Pendulum-v1 model shipped in trained_models/ still plays as README's Results
 /// row says: evaluated as there (100 games, seed 1) it scored -218.89 ± 161.26. The
 /// bound is that mean less two standard errors of a 100-game mean (161 / √100 ≈ 16),
