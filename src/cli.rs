@@ -376,9 +376,8 @@ fn parse_status_interval(text: &str) -> Result<f64, String> {
 }
 
 fn parse_save_interval(text: &str) -> Result<f64, String> {
-    number_in(text, |value| (0.0..=86_400.0).contains(&value)).ok_or_else(|| {
-        format!("{text:?} is not an interval; write seconds from 0 to 86400")
-    })
+    number_in(text, |value| (0.0..=86_400.0).contains(&value))
+        .ok_or_else(|| format!("{text:?} is not an interval; write seconds from 0 to 86400"))
 }
 
 fn parse_share(text: &str) -> Result<f64, String> {

@@ -343,7 +343,8 @@ impl<'a> Monitor<'a> {
             self.write_line(&game_log::game_line(game.finished_at, game.reward, game.length, mean));
             let new_best = self.best.max(game.reward);
             if !args.save_max || game.reward >= self.best {
-                to_save = Some(Keep { test_games: self.test_games, best: new_best, weights: played });
+                to_save =
+                    Some(Keep { test_games: self.test_games, best: new_best, weights: played });
             }
             self.best = new_best;
             if args
@@ -367,8 +368,7 @@ impl<'a> Monitor<'a> {
     /// the last such checkpoint.
     fn save_if_due(&mut self) {
         let interval = Duration::from_secs_f64(self.config.args.save_interval);
-        if self.unsaved.is_none() || self.last_save.is_some_and(|last| last.elapsed() < interval)
-        {
+        if self.unsaved.is_none() || self.last_save.is_some_and(|last| last.elapsed() < interval) {
             return;
         }
         let keep = self.unsaved.take().expect("checked above");

@@ -365,6 +365,26 @@ fn eval_reads_dimensions_from_the_checkpoint() {
     assert!(line.contains("trained on CartPole-v1, not CartPole-v0"), "{line}");
 }
 
+/// `a3g eval --json`'s summary of the model shipped in trained_models/ for `env`,
+/// over `episodes` games with `seed`.
+fn evaluate_shipped(scratch: &Scratch, env: &str, episodes: &str, seed: &str) -> serde_json::Value {
+    let models = Path::new(env!("CARGO_MANIFEST_DIR")).join("trained_models");
+    let run = scratch.a3g(&[
+        "eval",
+        "--env",
+        env,
+        "--num-episodes",
+        episodes,
+        "--seed",
+        seed,
+        "--load-model-dir",
+        models.to_str().unwrap(),
+        "--json",
+    ]);
+    assert!(run.status.success(), "{}", run.stderr);
+    serde_json::from_str(run.stdout.trim()).unwrap()
+}
+
 /// The CartPole-v1 model shipped in trained_models/ still plays perfect games.
 #[test]
 fn shipped_cartpole_model_scores_500() {
@@ -391,22 +411,8 @@ fn shipped_cartpole_model_scores_500() {
 #[test]
 fn shipped_pong_model_wins_21_0() {
     let scratch = Scratch::new("eval-shipped-pong");
-    let models = Path::new(env!("CARGO_MANIFEST_DIR")).join("trained_models");
     for seed in ["1", "2"] {
-        let run = scratch.a3g(&[
-            "eval",
-            "--env",
-            "PongDeterministic-v4",
-            "--num-episodes",
-            "2",
-            "--seed",
-            seed,
-            "--load-model-dir",
-            models.to_str().unwrap(),
-            "--json",
-        ]);
-        assert!(run.status.success(), "{}", run.stderr);
-        let summary: serde_json::Value = serde_json::from_str(run.stdout.trim()).unwrap();
+        let summary = evaluate_shipped(&scratch, "PongDeterministic-v4", "2", seed);
         assert_eq!(summary["mean"], 21.0, "seed {seed}: {summary}");
     }
 }
@@ -417,22 +423,8 @@ fn shipped_pong_model_wins_21_0() {
 #[test]
 fn shipped_breakout_model_scores_51() {
     let scratch = Scratch::new("eval-shipped-breakout");
-    let models = Path::new(env!("CARGO_MANIFEST_DIR")).join("trained_models");
     for seed in ["1", "2"] {
-        let run = scratch.a3g(&[
-            "eval",
-            "--env",
-            "BreakoutDeterministic-v4",
-            "--num-episodes",
-            "2",
-            "--seed",
-            seed,
-            "--load-model-dir",
-            models.to_str().unwrap(),
-            "--json",
-        ]);
-        assert!(run.status.success(), "{}", run.stderr);
-        let summary: serde_json::Value = serde_json::from_str(run.stdout.trim()).unwrap();
+        let summary = evaluate_shipped(&scratch, "BreakoutDeterministic-v4", "2", seed);
         assert_eq!(summary["mean"], 51.0, "seed {seed}: {summary}");
     }
 }
@@ -445,21 +437,7 @@ fn shipped_breakout_model_scores_51() {
 #[test]
 fn shipped_pendulum_model_scores_as_in_the_readme() {
     let scratch = Scratch::new("eval-shipped-pendulum");
-    let models = Path::new(env!("CARGO_MANIFEST_DIR")).join("trained_models");
-    let run = scratch.a3g(&[
-        "eval",
-        "--env",
-        "Pendulum-v1",
-        "--num-episodes",
-        "100",
-        "--seed",
-        "1",
-        "--load-model-dir",
-        models.to_str().unwrap(),
-        "--json",
-    ]);
-    assert!(run.status.success(), "{}", run.stderr);
-    let summary: serde_json::Value = serde_json::from_str(run.stdout.trim()).unwrap();
+    let summary = evaluate_shipped(&scratch, "Pendulum-v1", "100", "1");
     assert_eq!(summary["episodes"], 100);
     let mean = summary["mean"].as_f64().unwrap();
     assert!(mean >= -218.89 - 2.0 * 16.1, "{summary}");

@@ -7,23 +7,9 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::util::{assert_one_line_error, signal, Lines, Scratch};
+use crate::util::{assert_one_line_error, signal, small_cartpole, Lines, Scratch};
 
 const SHIPPED_CARTPOLE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/trained_models/CartPole-v1");
-
-/// A small CartPole run's flags, with its own extra flags after them.
-fn cartpole(extra: &[&str]) -> Vec<String> {
-    ["train", "--env", "CartPole-v1", "--workers", "1", "--hidden-size", "16"]
-        .iter()
-        .chain(extra)
-        .map(|flag| flag.to_string())
-        .collect()
-}
-
-fn run(scratch: &Scratch, args: &[String]) -> crate::util::Run {
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    scratch.a3g(&args)
-}
 
 fn spawn(scratch: &Scratch, args: &[String]) -> Child {
     Command::new(env!("CARGO_BIN_EXE_a3g"))
@@ -66,7 +52,7 @@ fn copy_shipped_cartpole(scratch: &Scratch) -> Vec<u8> {
 fn fresh_run_never_replaces_a_trained_model() {
     let scratch = Scratch::new("no-overwrite");
     let shipped = copy_shipped_cartpole(&scratch);
-    let line = assert_one_line_error(&run(&scratch, &cartpole(&["--max-steps", "10"])));
+    let line = assert_one_line_error(&scratch.a3g_owned(&small_cartpole(&["--max-steps", "10"])));
     assert!(
         line.contains("already holds a trained model of CartPole-v1")
             && line.contains("--load")
@@ -79,7 +65,7 @@ fn fresh_run_never_replaces_a_trained_model() {
         shipped
     );
 
-    let replaced = run(&scratch, &cartpole(&["--max-steps", "10", "--overwrite"]));
+    let replaced = scratch.a3g_owned(&small_cartpole(&["--max-steps", "10", "--overwrite"]));
     assert!(replaced.status.success(), "{}", replaced.stderr);
     assert_ne!(
         std::fs::read(scratch.path("trained_models/CartPole-v1.safetensors")).unwrap(),
@@ -109,7 +95,7 @@ fn out_of_range_hyperparameters_are_refused() {
         ("--save-interval", "-1"),
         ("--save-interval", "nan"),
     ] {
-        let result = run(&scratch, &cartpole(&[flag, value]));
+        let result = scratch.a3g_owned(&small_cartpole(&[flag, value]));
         assert_eq!(result.status.code(), Some(2), "{flag} {value}: {}", result.stderr);
         assert!(!result.stderr.contains("panicked"), "{flag} {value}: {}", result.stderr);
         let first = result.stderr.lines().next().unwrap_or_default();
@@ -125,11 +111,14 @@ fn two_runs_never_share_a_folder() {
     let scratch = Scratch::new("two-runs");
     // The budget only ends the run if the test fails before signalling it; it is
     // long enough that a slow start of the second run cannot outlast the first.
-    let first = spawn(&scratch, &cartpole(&["--max-time", "120s"]));
+    let first = spawn(&scratch, &small_cartpole(&["--max-time", "120s"]));
     wait_for(&scratch.path("trained_models/.a3g.lock"), Duration::from_secs(60));
     std::thread::sleep(Duration::from_millis(500));
-    let line =
-        assert_one_line_error(&run(&scratch, &cartpole(&["--max-steps", "10", "--overwrite"])));
+    let line = assert_one_line_error(&scratch.a3g_owned(&small_cartpole(&[
+        "--max-steps",
+        "10",
+        "--overwrite",
+    ])));
     assert!(
         line.contains("trained_models is in use by another a3g run")
             && line.contains(&format!("PID {}", first.id())),
@@ -138,7 +127,7 @@ fn two_runs_never_share_a_folder() {
     signal(&first, "INT");
     let output = first.wait_with_output().unwrap();
     assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
-    let resumed = run(&scratch, &cartpole(&["--load", "--max-steps", "1"]));
+    let resumed = scratch.a3g_owned(&small_cartpole(&["--load", "--max-steps", "1"]));
     assert!(resumed.status.success(), "{}", resumed.stderr);
 }
 
@@ -147,15 +136,17 @@ fn two_runs_never_share_a_folder() {
 #[test]
 fn a_kill_at_any_moment_leaves_a_whole_checkpoint() {
     let scratch = Scratch::new("sigkill");
-    let first = run(&scratch, &cartpole(&["--max-steps", "200"]));
+    let first = scratch.a3g_owned(&small_cartpole(&["--max-steps", "200"]));
     assert!(first.status.success(), "{}", first.stderr);
     for delay_ms in [700, 1130, 1570, 1990, 2410, 2830] {
-        let child =
-            spawn(&scratch, &cartpole(&["--load", "--max-time", "20s", "--save-interval", "0"]));
+        let child = spawn(
+            &scratch,
+            &small_cartpole(&["--load", "--max-time", "20s", "--save-interval", "0"]),
+        );
         std::thread::sleep(Duration::from_millis(delay_ms));
         signal(&child, "KILL");
         let _ = child.wait_with_output();
-        let resumed = run(&scratch, &cartpole(&["--load", "--max-steps", "1"]));
+        let resumed = scratch.a3g_owned(&small_cartpole(&["--load", "--max-steps", "1"]));
         assert!(resumed.status.success(), "after a kill at {delay_ms} ms: {}", resumed.stderr);
         let leftovers: Vec<String> = std::fs::read_dir(scratch.path("trained_models"))
             .unwrap()
@@ -173,7 +164,8 @@ fn a_kill_at_any_moment_leaves_a_whole_checkpoint() {
 #[test]
 fn save_interval_holds_back_checkpoints() {
     let scratch = Scratch::new("save-interval");
-    let mut child = spawn(&scratch, &cartpole(&["--max-time", "60s", "--save-interval", "3600"]));
+    let mut child =
+        spawn(&scratch, &small_cartpole(&["--max-time", "60s", "--save-interval", "3600"]));
     let mut stdout = Lines::stdout(&mut child);
     let games_logged = || {
         std::fs::read_to_string(scratch.path("logs/CartPole-v1_log"))
@@ -202,12 +194,12 @@ fn save_interval_holds_back_checkpoints() {
 #[test]
 fn resuming_appends_to_the_game_log() {
     let scratch = Scratch::new("log-append");
-    let first = run(&scratch, &cartpole(&["--max-steps", "300"]));
+    let first = scratch.a3g_owned(&small_cartpole(&["--max-steps", "300"]));
     assert!(first.status.success(), "{}", first.stderr);
     let log_path = scratch.path("logs/CartPole-v1_log");
     let before = std::fs::read_to_string(&log_path).unwrap();
     assert!(before.contains("episode reward"), "{before}");
-    let resumed = run(&scratch, &cartpole(&["--load", "--max-steps", "600"]));
+    let resumed = scratch.a3g_owned(&small_cartpole(&["--load", "--max-steps", "600"]));
     assert!(resumed.status.success(), "{}", resumed.stderr);
     let after = std::fs::read_to_string(&log_path).unwrap();
     assert!(after.starts_with(&before), "the earlier lines were changed");
@@ -220,7 +212,7 @@ fn resuming_appends_to_the_game_log() {
 fn closed_stdout_does_not_stop_training() {
     let scratch = Scratch::new("closed-pipe");
     let mut child =
-        spawn(&scratch, &cartpole(&["--max-steps", "3000", "--status-interval", "0.1"]));
+        spawn(&scratch, &small_cartpole(&["--max-steps", "3000", "--status-interval", "0.1"]));
     drop(child.stdout.take());
     let output = child.wait_with_output().unwrap();
     let stderr = String::from_utf8_lossy(&output.stderr);
@@ -253,7 +245,7 @@ fn non_utf8_folders_work() {
     let odd = OsStr::from_bytes(b"models-\xff");
     let logs = OsStr::from_bytes(b"logs-\xfe");
     let output = Command::new(env!("CARGO_BIN_EXE_a3g"))
-        .args(cartpole(&["--max-steps", "10"]))
+        .args(small_cartpole(&["--max-steps", "10"]))
         .arg("--save-model-dir")
         .arg(odd)
         .arg("--log-dir")
@@ -347,7 +339,7 @@ fn ctrl_c_is_seen_mid_rollout_and_twice_quits_at_once() {
 #[test]
 fn failures_are_named_for_what_they_are() {
     let scratch = Scratch::new("messages");
-    let trained = run(&scratch, &cartpole(&["--max-steps", "10"]));
+    let trained = scratch.a3g_owned(&small_cartpole(&["--max-steps", "10"]));
     assert!(trained.status.success(), "{}", trained.stderr);
     for name in ["CartPole-v1.prev.json", "CartPole-v1.prev.optimizer.safetensors"] {
         let _ = std::fs::remove_file(scratch.path("trained_models").join(name));
@@ -355,21 +347,23 @@ fn failures_are_named_for_what_they_are() {
     let sidecar = scratch.path("trained_models/CartPole-v1.json");
     let kept = std::fs::read(&sidecar).unwrap();
     std::fs::remove_file(&sidecar).unwrap();
-    let line = assert_one_line_error(&run(&scratch, &cartpole(&["--load"])));
+    let line = assert_one_line_error(&scratch.a3g_owned(&small_cartpole(&["--load"])));
     assert!(
         line.contains("is incomplete") && line.contains("CartPole-v1.json is missing"),
         "{line}"
     );
     std::fs::write(&sidecar, kept).unwrap();
     std::fs::remove_file(scratch.path("trained_models/CartPole-v1.optimizer.safetensors")).unwrap();
-    let line = assert_one_line_error(&run(&scratch, &cartpole(&["--load"])));
+    let line = assert_one_line_error(&scratch.a3g_owned(&small_cartpole(&["--load"])));
     assert!(line.contains("CartPole-v1.optimizer.safetensors is missing"), "{line}");
 
     scratch.write("a-file", "");
-    let line = assert_one_line_error(&run(
-        &scratch,
-        &cartpole(&["--max-steps", "10", "--save-model-dir", "a-file/models"]),
-    ));
+    let line = assert_one_line_error(&scratch.a3g_owned(&small_cartpole(&[
+        "--max-steps",
+        "10",
+        "--save-model-dir",
+        "a-file/models",
+    ])));
     assert!(line.contains("a-file/models") && line.contains(';'), "{line}");
     assert!(
         !line.contains("os error") && !line.contains("Os {") && !line.contains("kind:"),
@@ -396,7 +390,7 @@ fn a_failed_checkpoint_write_keeps_the_last_checkpoint() {
     ]
     .map(String::from)
     .to_vec();
-    let first = run(&scratch, &flags);
+    let first = scratch.a3g_owned(&flags);
     assert!(first.status.success(), "{}", first.stderr);
     let files =
         ["CartPole-v1.safetensors", "CartPole-v1.optimizer.safetensors", "CartPole-v1.json"];

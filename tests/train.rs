@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use crate::util::{
     assert_one_line_error, last_reward_mean, one_learning_run_at_a_time, saved_agent_steps, signal,
-    Lines, Scratch, PENDULUM_LEARNING,
+    small_cartpole, Lines, Scratch, PENDULUM_LEARNING,
 };
 
 /// Two workers with a fixed seed learn CartPole-v1 to a 100-game greedy mean of at
@@ -199,18 +199,7 @@ fn sigint_stops_cleanly_with_a_checkpoint() {
     let stdout = stdout.all();
     assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
     assert!(stdout.contains("interrupted: saved"), "{stdout}");
-    let run = scratch.a3g(&[
-        "train",
-        "--env",
-        "CartPole-v1",
-        "--workers",
-        "1",
-        "--hidden-size",
-        "16",
-        "--load",
-        "--max-steps",
-        "1",
-    ]);
+    let run = scratch.a3g_owned(&small_cartpole(&["--load", "--max-steps", "1"]));
     assert!(run.status.success(), "{}", run.stderr);
 }
 
@@ -231,31 +220,10 @@ fn bad_train_input_is_one_line() {
         assert_one_line_error(&scratch.a3g(&["train", "--env", "CartPole-v1", "--gpu-ids", "99"]));
     assert!(line.contains("--gpu-ids 99") && line.contains("-1"), "{line}");
 
-    let run = scratch.a3g(&[
-        "train",
-        "--env",
-        "CartPole-v1",
-        "--workers",
-        "1",
-        "--hidden-size",
-        "16",
-        "--max-steps",
-        "10",
-    ]);
+    let run = scratch.a3g_owned(&small_cartpole(&["--max-steps", "10"]));
     assert!(run.status.success(), "{}", run.stderr);
     // A second save, by a resumed run, keeps the first set as the previous one.
-    let resumed = scratch.a3g(&[
-        "train",
-        "--env",
-        "CartPole-v1",
-        "--workers",
-        "1",
-        "--hidden-size",
-        "16",
-        "--load",
-        "--max-steps",
-        "20",
-    ]);
+    let resumed = scratch.a3g_owned(&small_cartpole(&["--load", "--max-steps", "20"]));
     assert!(resumed.status.success(), "{}", resumed.stderr);
     let model = scratch.path("trained_models/CartPole-v1.safetensors");
     let line = assert_one_line_error(&scratch.a3g(&[

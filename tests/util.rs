@@ -54,6 +54,11 @@ impl Scratch {
         self.a3g_with_env(args, &[])
     }
 
+    /// [`Scratch::a3g`] for arguments built as owned strings.
+    pub fn a3g_owned(&self, args: &[String]) -> Run {
+        self.a3g(&args.iter().map(String::as_str).collect::<Vec<_>>())
+    }
+
     /// Runs `a3g` with `args` inside this folder, with `vars` added to its environment.
     pub fn a3g_with_env(&self, args: &[&str], vars: &[(&str, &str)]) -> Run {
         Command::new(env!("CARGO_BIN_EXE_a3g"))
@@ -146,6 +151,16 @@ pub fn signal(child: &Child, name: &str) {
         .status()
         .expect("run kill");
     assert!(status.success());
+}
+
+/// A small CartPole training run's flags (one worker, 16 hidden units), with its own
+/// extra flags after them.
+pub fn small_cartpole(extra: &[&str]) -> Vec<String> {
+    ["train", "--env", "CartPole-v1", "--workers", "1", "--hidden-size", "16"]
+        .iter()
+        .chain(extra)
+        .map(|flag| flag.to_string())
+        .collect()
 }
 
 /// The last "reward mean" the test agent printed.
