@@ -326,7 +326,6 @@ impl<'a> Monitor<'a> {
     /// the log.
     fn record_games(&mut self, games: Vec<EpisodeStats>) {
         let args = self.config.args;
-        let mut to_save = None;
         for game in games {
             self.test_games += 1;
             if self.recent.len() == MEAN_WINDOW {
@@ -343,8 +342,9 @@ impl<'a> Monitor<'a> {
             self.write_line(&game_log::game_line(game.finished_at, game.reward, game.length, mean));
             let new_best = self.best.max(game.reward);
             if !args.save_max || game.reward >= self.best {
-                to_save =
+                self.unsaved =
                     Some(Keep { test_games: self.test_games, best: new_best, weights: played });
+                self.saved_best = true;
             }
             self.best = new_best;
             if args
@@ -358,20 +358,16 @@ impl<'a> Monitor<'a> {
                 break;
             }
         }
-        if to_save.is_some() {
-            self.saved_best = true;
-            self.unsaved = to_save;
-        }
     }
 
     /// Writes the waiting test game's weights once --save-interval has passed since
     /// the last such checkpoint.
     fn save_if_due(&mut self) {
         let interval = Duration::from_secs_f64(self.config.args.save_interval);
-        if self.unsaved.is_none() || self.last_save.is_some_and(|last| last.elapsed() < interval) {
+        if self.last_save.is_some_and(|last| last.elapsed() < interval) {
             return;
         }
-        let keep = self.unsaved.take().expect("checked above");
+        let Some(keep) = self.unsaved.take() else { return };
         self.last_save = Some(Instant::now());
         if let Err(err) = self.save(keep.test_games, keep.best, &keep.weights) {
             self.fail(err, "cannot write the checkpoint");
