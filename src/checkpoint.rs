@@ -154,19 +154,21 @@ fn temporary(path: &Path) -> PathBuf {
     PathBuf::from(name)
 }
 
-/// Removes temporaries (`*.tmp<PID>`) left in `dir` by processes that no longer run,
-/// such as a killed run; returns how many. The caller holds the folder's lock, so no
-/// live run of another process is writing here either.
+/// Removes the checkpoint temporaries (`<file>.safetensors.tmp<PID>`,
+/// `<file>.json.tmp<PID>`) that other processes left in `dir`, such as a killed run;
+/// returns how many. The caller holds the folder's lock and every checkpoint write
+/// happens under it, so no other process can be writing these. Whether the PID still
+/// runs says nothing: a dead run's PID is soon reused, by a process or by a thread.
 pub fn remove_stale_temporaries(dir: &Path) -> usize {
     let Ok(entries) = fs::read_dir(dir) else { return 0 };
     let mut removed = 0;
     for entry in entries.filter_map(|entry| entry.ok()) {
         let name = entry.file_name();
         let Some(name) = name.to_str() else { continue };
-        let Some((_, pid)) = name.rsplit_once(".tmp") else { continue };
+        let Some((file, pid)) = name.rsplit_once(".tmp") else { continue };
         let Ok(pid) = pid.parse::<u32>() else { continue };
-        let alive = pid == std::process::id() || Path::new(&format!("/proc/{pid}")).exists();
-        if !alive && fs::remove_file(entry.path()).is_ok() {
+        let checkpoint_file = file.ends_with(".safetensors") || file.ends_with(".json");
+        if checkpoint_file && pid != std::process::id() && fs::remove_file(entry.path()).is_ok() {
             removed += 1;
         }
     }
@@ -972,20 +974,22 @@ mod tests {
         fs::remove_dir_all(&dir).unwrap();
     }
 
-    /// Temporaries of processes that no longer exist are removed; this process's own
-    /// and other files are not.
+    /// Checkpoint temporaries of other processes are removed, a live one's too (PID 1
+    /// always runs, as a reused PID would); this process's own and other files are not.
     #[test]
     fn stale_temporaries_are_removed() {
         let dir = scratch("stale");
         fs::create_dir_all(&dir).unwrap();
         let dead = dir.join("CartPole-v1.safetensors.tmp4000000000");
+        let reused = dir.join("CartPole-v1.prev.json.tmp1");
         let own = dir.join(format!("CartPole-v1.json.tmp{}", std::process::id()));
-        let other = dir.join("notes.tmp.txt");
-        for path in [&dead, &own, &other] {
+        let others = [dir.join("notes.tmp.txt"), dir.join("notes.txt.tmp12")];
+        for path in [&dead, &reused, &own].into_iter().chain(&others) {
             fs::write(path, b"x").unwrap();
         }
-        assert_eq!(remove_stale_temporaries(&dir), 1);
-        assert!(!dead.exists() && own.exists() && other.exists());
+        assert_eq!(remove_stale_temporaries(&dir), 2);
+        assert!(!dead.exists() && !reused.exists() && own.exists());
+        assert!(others.iter().all(|path| path.exists()));
         fs::remove_dir_all(&dir).unwrap();
     }
 
