@@ -283,6 +283,47 @@ impl ActorCritic {
         }
     }
 
+    /// [`ActorCritic::forward`] for a training rollout: the LSTM step is recorded on
+    /// `tape`, which makes the LSTM's weight gradients after the backward pass.
+    pub fn forward_recorded(
+        &self,
+        observations: &Tensor,
+        state: &LstmState,
+        tape: &mut LstmTape,
+    ) -> Output {
+        let features = self.features(observations);
+        let (features, state) = match &self.lstm {
+            Some(cell) => {
+                let input_gates = features.matmul(&cell.weight_ih.detach().tr()) + &cell.bias_ih;
+                tape.inputs.push(features.detach());
+                cell.recorded_step(input_gates, state, tape)
+            }
+            None => self.recurrent_step(&features, state),
+        };
+        let (value, policy) = self.heads(&features);
+        Output { value, policy, state }
+    }
+
+    /// The LSTM's input gates for a batch of `features` rows, `[rows, 4 hidden]`, in
+    /// one matrix product whose weight gradient is one product too; `None` without
+    /// an LSTM. For a recomputed rollout, whose features are all known up front.
+    pub fn input_gates(&self, features: &Tensor) -> Option<Tensor> {
+        let cell = self.lstm.as_ref()?;
+        Some(features.matmul(&cell.weight_ih.tr()) + &cell.bias_ih)
+    }
+
+    /// One LSTM step from rows of [`ActorCritic::input_gates`], recorded on `tape`:
+    /// the heads' input and the next state.
+    pub fn recurrent_step_recorded(
+        &self,
+        input_gates: &Tensor,
+        state: &LstmState,
+        tape: &mut LstmTape,
+    ) -> (Tensor, LstmState) {
+        let cell = self.lstm.as_ref().expect("input gates come from a model with an LSTM");
+        cell.recorded_step(input_gates.shallow_clone(), state, tape)
+    }
+
     /// The critic's value (`[batch, 1]`) and the policy for the heads' input
     /// `[batch, hidden]`.
     pub fn heads(&self, features: &Tensor) -> (Tensor, Policy) {
@@ -297,6 +338,94 @@ impl ActorCritic {
         };
         (value, policy)
     }
+}
+
+impl LstmCell {
+    /// The cell's step from its input gates (`features W_ih^T + b_ih`), as libtorch's
+    /// `lstm_cell` computes it (gates in PyTorch's order: input, forget, cell,
+    /// output), with `W_hh` detached and the step recorded on `tape`.
+    fn recorded_step(
+        &self,
+        input_gates: Tensor,
+        state: &LstmState,
+        tape: &mut LstmTape,
+    ) -> (Tensor, LstmState) {
+        let probe = input_gates.zeros_like().detach().set_requires_grad(true);
+        let gates = input_gates
+            + state.hidden.matmul(&self.weight_hh.detach().tr())
+            + &self.bias_hh
+            + &probe;
+        tape.hiddens.push(state.hidden.detach());
+        tape.probes.push(probe);
+        let gates = gates.chunk(4, 1);
+        let cell = gates[1].sigmoid() * &state.cell + gates[0].sigmoid() * gates[2].tanh();
+        let hidden = gates[3].sigmoid() * cell.tanh();
+        (hidden.shallow_clone(), LstmState { hidden, cell })
+    }
+}
+
+/// A training rollout's LSTM steps, recorded so that each LSTM weight gets its
+/// gradient from one matrix product over the whole rollout.
+///
+/// Left to autograd, every step of a rollout makes its own share of each weight's
+/// gradient, a fresh `[4 hidden, inputs]` product (8 MB for the reference model's
+/// `W_ih`), and adds it to the rest: at batch 1 that is memory traffic and allocation,
+/// not arithmetic, and it was a third of the cost of the reference model's LSTM in
+/// training. A recorded step uses the weights detached and adds to its gates a zero
+/// "probe" whose gradient, after the backward pass, is the gates' gradient `dG_t`;
+/// [`LstmTape::add_weight_gradients`] then adds `dG^T X` and `dG^T H` for all steps at
+/// once. The gradients are the same, summed in another order.
+#[derive(Default)]
+pub struct LstmTape {
+    /// Each step's input features; empty when the caller made the input gates with
+    /// [`ActorCritic::input_gates`], whose product autograd differentiates in one go.
+    inputs: Vec<Tensor>,
+    /// Each step's incoming hidden state.
+    hiddens: Vec<Tensor>,
+    /// Each step's zero probe on its gates.
+    probes: Vec<Tensor>,
+}
+
+impl LstmTape {
+    /// After the backward pass: adds the recorded steps' shares of the LSTM weights'
+    /// gradients into `model`'s gradients, where the backward pass put the rest.
+    pub fn add_weight_gradients(self, model: &ActorCritic) {
+        let Some(cell) = &model.lstm else { return };
+        if self.probes.is_empty() {
+            return;
+        }
+        tch::no_grad(|| {
+            // A step whose output the loss did not use has no gradient: zero.
+            let gate_gradients: Vec<Tensor> = self
+                .probes
+                .iter()
+                .map(|probe| {
+                    let gradient = probe.grad();
+                    if gradient.defined() {
+                        gradient
+                    } else {
+                        probe.zeros_like()
+                    }
+                })
+                .collect();
+            let gate_gradients = Tensor::cat(&gate_gradients, 0).tr();
+            add_product(&cell.weight_hh, &gate_gradients, &Tensor::cat(&self.hiddens, 0));
+            if !self.inputs.is_empty() {
+                add_product(&cell.weight_ih, &gate_gradients, &Tensor::cat(&self.inputs, 0));
+            }
+        });
+    }
+}
+
+/// Adds `left @ right` into `weight`'s gradient in place, making the gradient first
+/// (zeros, through a backward pass, the one way to create it) if it has none.
+fn add_product(weight: &Tensor, left: &Tensor, right: &Tensor) {
+    let mut gradient = weight.grad();
+    if !gradient.defined() {
+        tch::with_grad(|| (weight.sum(Kind::Float) * 0.0).backward());
+        gradient = weight.grad();
+    }
+    let _ = gradient.addmm_(left, right);
 }
 
 /// Keeps the Gaussian's standard deviation, and so its log-density, finite.
@@ -497,6 +626,87 @@ mod tests {
         }
         assert_eq!(output.state.hidden.size(), [1, 64]);
         assert_eq!(output.state.cell.size(), [1, 64]);
+    }
+
+    /// A rollout recorded on an LSTM tape gives the same outputs and, once the tape
+    /// adds its weight gradients, the same gradient for every parameter as autograd
+    /// through libtorch's `lstm_cell` (1e-5), whether the tape's steps make their
+    /// own input gates (A3C's rollout) or take them from one batched product (a
+    /// recomputed rollout); a step the loss does not use counts as zero.
+    #[test]
+    fn recorded_rollout_has_autograd_gradients() {
+        tch::manual_seed(3);
+        let spec = atari_spec(32);
+        let stores = [0, 1, 2].map(|_| nn::VarStore::new(Device::Cpu));
+        let models = [&stores[0], &stores[1], &stores[2]].map(|vs| ActorCritic::new(vs, &spec));
+        for model in &models[1..] {
+            let parameters: Vec<Tensor> =
+                model.parameters().iter().map(|(_, p)| p.shallow_clone()).collect();
+            let reference: Vec<Tensor> =
+                models[0].parameters().iter().map(|(_, p)| p.shallow_clone()).collect();
+            crate::shared::copy_weights(&reference, &parameters);
+        }
+        let screens = Tensor::randn([6, 1, 80, 80], (Kind::Float, Device::Cpu));
+        let start = || LstmState {
+            hidden: Tensor::full([1, 32], 0.2, (Kind::Float, Device::Cpu)),
+            cell: Tensor::full([1, 32], -0.1, (Kind::Float, Device::Cpu)),
+        };
+        // The last step's output is left out of the loss.
+        let loss_of = |outputs: &[(Tensor, Policy)]| {
+            outputs[..5]
+                .iter()
+                .map(|(value, policy)| {
+                    let Policy::Logits(logits) = policy else { unreachable!() };
+                    value.square().sum(Kind::Float)
+                        - logits.log_softmax(1, Kind::Float).select(1, 2).sum(Kind::Float)
+                })
+                .fold(Tensor::zeros([], (Kind::Float, Device::Cpu)), |sum, term| sum + term)
+        };
+        let mut state = start();
+        let mut autograd = Vec::new();
+        for t in 0..6 {
+            let output = models[0].forward(&screens.narrow(0, t, 1), &state);
+            autograd.push((output.value, output.policy));
+            state = output.state;
+        }
+        loss_of(&autograd).backward();
+
+        let mut tape = LstmTape::default();
+        let mut state = start();
+        let mut stepwise = Vec::new();
+        for t in 0..6 {
+            let output = models[1].forward_recorded(&screens.narrow(0, t, 1), &state, &mut tape);
+            stepwise.push((output.value, output.policy));
+            state = output.state;
+        }
+        loss_of(&stepwise).backward();
+        tape.add_weight_gradients(&models[1]);
+
+        let mut tape = LstmTape::default();
+        let input_gates = models[2].input_gates(&models[2].features(&screens)).unwrap();
+        let mut state = start();
+        let mut batched = Vec::new();
+        for t in 0..6 {
+            let (features, next) =
+                models[2].recurrent_step_recorded(&input_gates.narrow(0, t, 1), &state, &mut tape);
+            batched.push(models[2].heads(&features));
+            state = next;
+        }
+        loss_of(&batched).backward();
+        tape.add_weight_gradients(&models[2]);
+
+        for (recorded, outputs) in [(&models[1], &stepwise), (&models[2], &batched)] {
+            for ((expected, _), (value, _)) in autograd.iter().zip(outputs.iter()) {
+                assert!(value.allclose(expected, 1e-5, 1e-5, false));
+            }
+            for ((name, expected), (_, parameter)) in
+                models[0].parameters().iter().zip(recorded.parameters())
+            {
+                let difference = (parameter.grad() - expected.grad()).abs().max().double_value(&[]);
+                assert!(difference < 1e-5, "{name}: {difference}");
+                assert!(expected.grad().abs().max().double_value(&[]) > 0.0, "{name}");
+            }
+        }
     }
 
     /// Initialisation statistics: actor rows of norm 0.01 and critic rows of norm 1,

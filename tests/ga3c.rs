@@ -2,8 +2,8 @@
 //! evaluate and resume with either trainer, and its flags are checked.
 
 use crate::util::{
-    assert_one_line_error, last_reward_mean, one_learning_run_at_a_time, saved_agent_steps,
-    Scratch, PENDULUM_LEARNING,
+    assert_one_line_error, last_reward_mean, learning_trace, one_learning_run_at_a_time,
+    saved_agent_steps, Scratch, PENDULUM_LEARNING,
 };
 
 /// Eight agents, one predictor and one trainer learn CartPole-v1 to a 100-game greedy
@@ -37,8 +37,8 @@ fn ga3c_cartpole_learns_to_475() {
     assert!(run.status.success(), "{}", run.stderr);
     assert!(
         run.stdout.contains("reached --stop-at-mean"),
-        "did not reach 475 within the step budget: {}",
-        run.stdout
+        "did not reach 475 within the step budget:\n{}",
+        learning_trace(&run.stdout)
     );
     assert!(last_reward_mean(&run.stdout) >= 475.0);
     // The status line carries the batched trainer's own figures, and leaves out the
@@ -67,7 +67,8 @@ fn ga3c_pendulum_learns_to_minus_500() {
     let mean = last_reward_mean(&run.stdout);
     assert!(
         run.stdout.contains("reached --stop-at-mean") && mean >= -500.0,
-        "did not reach -500 within the step budget (last mean {mean})"
+        "did not reach -500 within the step budget (last mean {mean}):\n{}",
+        learning_trace(&run.stdout)
     );
 }
 

@@ -5,8 +5,8 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::util::{
-    assert_one_line_error, last_reward_mean, one_learning_run_at_a_time, saved_agent_steps, signal,
-    small_cartpole, Lines, Scratch, PENDULUM_LEARNING,
+    assert_one_line_error, last_reward_mean, learning_trace, one_learning_run_at_a_time,
+    saved_agent_steps, signal, small_cartpole, Lines, Scratch, PENDULUM_LEARNING,
 };
 
 /// Two workers with a fixed seed learn CartPole-v1 to a 100-game greedy mean of at
@@ -40,8 +40,8 @@ fn cartpole_learns_to_475() {
     assert!(run.status.success(), "{}", run.stderr);
     assert!(
         run.stdout.contains("reached --stop-at-mean"),
-        "did not reach 475 within the step budget: {}",
-        run.stdout
+        "did not reach 475 within the step budget:\n{}",
+        learning_trace(&run.stdout)
     );
     let mean = last_reward_mean(&run.stdout);
     assert!(mean >= 475.0, "final mean {mean}");
@@ -70,7 +70,8 @@ fn pendulum_learns_to_minus_500() {
     let mean = last_reward_mean(&run.stdout);
     assert!(
         run.stdout.contains("reached --stop-at-mean") && mean >= -500.0,
-        "did not reach -500 within the step budget (last mean {mean})"
+        "did not reach -500 within the step budget (last mean {mean}):\n{}",
+        learning_trace(&run.stdout)
     );
 }
 

@@ -173,6 +173,16 @@ pub fn last_reward_mean(stdout: &str) -> f64 {
         .unwrap_or(f64::NAN)
 }
 
+/// What a learning run's failure message shows: its status lines, which carry the
+/// losses, entropy and (for GA3C) policy lag over the run, and its last lines. The
+/// game lines between them run to thousands.
+pub fn learning_trace(stdout: &str) -> String {
+    let lines: Vec<&str> = stdout.lines().collect();
+    let status = lines.iter().filter(|line| line.starts_with('['));
+    let last = lines.iter().skip(lines.len().saturating_sub(3));
+    status.chain(last).copied().collect::<Vec<_>>().join("\n")
+}
+
 /// The agent steps a checkpoint's sidecar records.
 pub fn saved_agent_steps(sidecar: &std::path::Path) -> u64 {
     let text = std::fs::read_to_string(sidecar).expect("sidecar");

@@ -25,7 +25,7 @@ use crate::env::rng::Rng;
 use crate::env::{ActionSpace, Env};
 use crate::error::{Error, Result};
 use crate::gradients::UpdateCheck;
-use crate::model::{LstmState, ModelSpec};
+use crate::model::{LstmState, LstmTape, ModelSpec};
 use crate::monitor::{lap, TrainingCounters};
 use crate::policy;
 use crate::rollout::{LossConfig, RewardShaping, Rollout};
@@ -39,6 +39,8 @@ struct Collected {
     bootstrap: f64,
     /// When the rollout phase ended: the update's phases are timed from here.
     clock: Instant,
+    /// The rollout's LSTM steps, which make the LSTM weights' gradients.
+    lstm_tape: LstmTape,
 }
 
 /// The workers waiting for a training thread, first in first out, so they take turns.
@@ -189,12 +191,13 @@ impl Worker {
             if self.done { LstmState::zeros(&setup.spec, device) } else { self.state.detached() };
         let mut done = false;
         let mut rollout = Rollout::default();
+        let mut lstm_tape = LstmTape::default();
         for _ in 0..setup.num_steps {
             if stop.requested() {
                 return None;
             }
             let input = device::upload(&self.observation, batch_shape, device);
-            let output = model.forward(&input, &state);
+            let output = model.forward_recorded(&input, &state, &mut lstm_tape);
             let sampled = policy::sample(
                 &output.policy,
                 &output.value,
@@ -230,7 +233,7 @@ impl Worker {
         self.state = state.detached();
         self.done = done;
         lap(&phases.rollout, &mut clock, profile);
-        Some(Collected { rollout, bootstrap, clock })
+        Some(Collected { rollout, bootstrap, clock, lstm_tape })
     }
 
     /// Backpropagates a rollout's loss into the local gradient buffer and brings the
@@ -243,6 +246,7 @@ impl Worker {
         let loss = collected.rollout.loss(collected.bootstrap, &setup.loss);
         local.gradients.zero();
         loss.total.backward();
+        std::mem::take(&mut collected.lstm_tape).add_weight_gradients(&local.model);
         lap(&phases.backward, &mut collected.clock, profile);
         let checked = local.gradients.transfer(&loss);
         lap(&phases.push, &mut collected.clock, profile);

@@ -12,7 +12,7 @@ use tch::{Device, Kind, Tensor};
 
 use crate::device;
 use crate::env::Action;
-use crate::model::{ActorCritic, LstmState};
+use crate::model::{ActorCritic, LstmState, LstmTape};
 use crate::policy;
 use crate::rollout::{compute_targets, Loss, LossConfig};
 
@@ -72,6 +72,9 @@ pub struct SegmentLoss {
     pub loss: Loss,
     /// Agent steps the loss covers.
     pub agent_steps: usize,
+    /// The re-unrolled LSTM steps: after the backward pass, their
+    /// [`LstmTape::add_weight_gradients`] completes the gradients.
+    pub lstm_tape: LstmTape,
 }
 
 /// Where each step of a batch sits once the segments are packed time-major, longest
@@ -146,6 +149,8 @@ pub fn batched_loss(
     // The body runs once over every step of the batch; only the LSTM cell has to go
     // step by step, and the heads run once over all its outputs.
     let features = model.features(&observations);
+    let input_gates = model.input_gates(&features);
+    let mut lstm_tape = LstmTape::default();
     let mut heads_input = Vec::with_capacity(packing.batch_sizes.len());
     for (t, &rows) in packing.batch_sizes.iter().enumerate() {
         let (offset, rows) = (packing.offsets[t] as i64, rows as i64);
@@ -154,7 +159,14 @@ pub fn batched_loss(
             hidden: state.hidden.narrow(0, 0, rows),
             cell: state.cell.narrow(0, 0, rows),
         };
-        let (output, next) = model.recurrent_step(&features.narrow(0, offset, rows), &state);
+        let (output, next) = match &input_gates {
+            Some(gates) => model.recurrent_step_recorded(
+                &gates.narrow(0, offset, rows),
+                &state,
+                &mut lstm_tape,
+            ),
+            None => model.recurrent_step(&features.narrow(0, offset, rows), &state),
+        };
         heads_input.push(output);
         state = next;
     }
@@ -168,7 +180,7 @@ pub fn batched_loss(
     let value = ((returns - values).square() * 0.5).sum(Kind::Float);
     let entropy = entropies.sum(Kind::Float);
     let total = &policy - &entropy * config.entropy_coef + &value * config.value_coef;
-    SegmentLoss { loss: Loss { policy, value, entropy, total }, agent_steps }
+    SegmentLoss { loss: Loss { policy, value, entropy, total }, agent_steps, lstm_tape }
 }
 
 /// A batch's inputs on the host, in packed order, ready for one upload each.
@@ -469,6 +481,7 @@ mod tests {
             assert_eq!(device::host_syncs() - syncs, 1, "one read of the values");
             assert_eq!(batched.agent_steps, 16);
             batched.loss.total.backward();
+            batched.lstm_tape.add_weight_gradients(&model);
             let batched_gradients = gradients(&model);
             zero_gradients(&model);
             let mut terms = [0.0; 4];

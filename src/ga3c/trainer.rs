@@ -73,10 +73,11 @@ pub fn run(
         let mut clock = Instant::now();
         setup.shared.pull(&local.parameters);
         lap(&phases.pull, &mut clock, profile);
-        let SegmentLoss { loss, agent_steps } =
+        let SegmentLoss { loss, agent_steps, lstm_tape } =
             batched_loss(&local.model, &batch, &setup.observation_shape, &setup.loss, setup.device);
         local.gradients.zero();
         loss.total.backward();
+        lstm_tape.add_weight_gradients(&local.model);
         lap(&phases.backward, &mut clock, profile);
         let checked = local.gradients.transfer(&loss);
         lap(&phases.push, &mut clock, profile);
