@@ -24,7 +24,7 @@ fn scratch(name: &str) -> PathBuf {
     dir
 }
 
-/// The learning test's command (tests/train.rs, cartpole_learns_to_475): wall time
+/// The learning test's command (tests/learning.rs, cartpole_learns_to_475): wall time
 /// from start to exit, and the agent steps at the stop.
 fn cartpole_to_475(dir: &Path) -> (Duration, u64) {
     let started = Instant::now();

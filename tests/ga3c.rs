@@ -1,76 +1,8 @@
-//! `a3g train --trainer ga3c` end to end: it learns what A3C learns, its checkpoints
-//! evaluate and resume with either trainer, and its flags are checked.
+//! `a3g train --trainer ga3c` end to end: its checkpoints evaluate and resume with
+//! either trainer, and its flags are checked. That it learns what A3C learns is
+//! tested in tests/learning.rs.
 
-use crate::util::{
-    assert_one_line_error, last_reward_mean, learning_trace, one_learning_run_at_a_time,
-    saved_agent_steps, Scratch, PENDULUM_LEARNING,
-};
-
-/// Eight agents, one predictor and one trainer learn CartPole-v1 to a 100-game greedy
-/// mean of 475 within 1.5 million agent steps. On a quiet two-core machine this took
-/// 296,000 steps and 11 s (docs/benchmarks.md); A3C's test takes 15-21 s.
-#[test]
-fn ga3c_cartpole_learns_to_475() {
-    let _learning = one_learning_run_at_a_time();
-    let scratch = Scratch::new("ga3c-cartpole");
-    let run = scratch.a3g(&[
-        "train",
-        "--trainer",
-        "ga3c",
-        "--env",
-        "CartPole-v1",
-        "--workers",
-        "8",
-        "--seed",
-        "1",
-        "--hidden-size",
-        "64",
-        "--lr",
-        "1e-3",
-        "--max-steps",
-        "1500000",
-        "--stop-at-mean",
-        "475",
-        "--status-interval",
-        "60",
-    ]);
-    assert!(run.status.success(), "{}", run.stderr);
-    assert!(
-        run.stdout.contains("reached --stop-at-mean"),
-        "did not reach 475 within the step budget:\n{}",
-        learning_trace(&run.stdout)
-    );
-    assert!(last_reward_mean(&run.stdout) >= 475.0);
-    // The status line carries the batched trainer's own figures, and leaves out the
-    // rollout phase its updates do not have.
-    assert!(
-        run.stdout.contains("predictions/s")
-            && run.stdout.contains("mean predict batch")
-            && run.stdout.contains("ms per update: pull ")
-            && !run.stdout.contains("rollout"),
-        "{}",
-        run.stdout
-    );
-}
-
-/// Pendulum-v1 with the A3C test's hyperparameters, four agents and one segment per
-/// update: a 100-game mean of -500 within the same 2.5 million agent steps (148,000
-/// steps in a trial). With four segments per update it learned far slower per step
-/// (a mean of -841 after 370,000 steps), as each update then stands for four A3C ones.
-#[test]
-fn ga3c_pendulum_learns_to_minus_500() {
-    let _learning = one_learning_run_at_a_time();
-    let scratch = Scratch::new("ga3c-pendulum");
-    let ga3c = ["train", "--trainer", "ga3c", "--workers", "4", "--train-batch", "1"];
-    let run = scratch.a3g(&[&ga3c[..], PENDULUM_LEARNING].concat());
-    assert!(run.status.success(), "{}", run.stderr);
-    let mean = last_reward_mean(&run.stdout);
-    assert!(
-        run.stdout.contains("reached --stop-at-mean") && mean >= -500.0,
-        "did not reach -500 within the step budget (last mean {mean}):\n{}",
-        learning_trace(&run.stdout)
-    );
-}
+use crate::util::{assert_one_line_error, saved_agent_steps, Scratch};
 
 /// A short GA3C Atari run (--model universe) writes a checkpoint that `a3g eval`
 /// plays, that A3C resumes, and that GA3C resumes from A3C's, counters carried on.

@@ -194,7 +194,8 @@ pub fn saved_agent_steps(sidecar: &std::path::Path) -> u64 {
 /// Two at once share a two-core CI machine's cores between five or more busy
 /// threads, and Hogwild learns less per agent step when its threads are preempted
 /// mid-update: run beside each other there, both Pendulum tests once ended their
-/// budgets at means of -502 and -506.
+/// budgets at means of -502 and -506. (The learning binary runs after the others,
+/// so no other test shares the cores with them either.)
 pub fn one_learning_run_at_a_time() -> MutexGuard<'static, ()> {
     static LEARNING: Mutex<()> = Mutex::new(());
     // A failed learning test poisons the lock; the next one may still train.
