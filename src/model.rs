@@ -376,6 +376,7 @@ impl LstmCell {
 /// [`LstmTape::add_weight_gradients`] then adds `dG^T X` and `dG^T H` for all steps at
 /// once. The gradients are the same, summed in another order.
 #[derive(Default)]
+#[must_use = "without add_weight_gradients after the backward pass, the LSTM weights get no gradient"]
 pub struct LstmTape {
     /// Each step's input features; empty when the caller made the input gates with
     /// [`ActorCritic::input_gates`], whose product autograd differentiates in one go.
@@ -394,6 +395,10 @@ impl LstmTape {
         if self.probes.is_empty() {
             return;
         }
+        debug_assert!(
+            self.inputs.is_empty() || self.inputs.len() == self.probes.len(),
+            "one tape records either its steps' inputs or none of them"
+        );
         tch::no_grad(|| {
             // A step whose output the loss did not use has no gradient: zero.
             let gate_gradients: Vec<Tensor> = self

@@ -149,7 +149,11 @@ pub fn batched_loss(
     // The body runs once over every step of the batch; only the LSTM cell has to go
     // step by step, and the heads run once over all its outputs.
     let features = model.features(&observations);
-    let input_gates = model.input_gates(&features);
+    // Split once rather than narrowed per step: each narrow's backward would write a
+    // zero-filled gradient of the whole batch.
+    let batch_sizes: Vec<i64> = packing.batch_sizes.iter().map(|&rows| rows as i64).collect();
+    let input_gates =
+        model.input_gates(&features).map(|gates| gates.split_with_sizes(&batch_sizes, 0));
     let mut lstm_tape = LstmTape::default();
     let mut heads_input = Vec::with_capacity(packing.batch_sizes.len());
     for (t, &rows) in packing.batch_sizes.iter().enumerate() {
@@ -160,11 +164,7 @@ pub fn batched_loss(
             cell: state.cell.narrow(0, 0, rows),
         };
         let (output, next) = match &input_gates {
-            Some(gates) => model.recurrent_step_recorded(
-                &gates.narrow(0, offset, rows),
-                &state,
-                &mut lstm_tape,
-            ),
+            Some(gates) => model.recurrent_step_recorded(&gates[t], &state, &mut lstm_tape),
             None => model.recurrent_step(&features.narrow(0, offset, rows), &state),
         };
         heads_input.push(output);
