@@ -354,6 +354,26 @@ mod tests {
         }
     }
 
+    /// An update gives the LSTM's weights their gradients: a rollout runs its LSTM
+    /// steps with those weights detached, and only the tape's products, added after
+    /// the backward pass, reach them (model.rs checks their values against autograd).
+    #[test]
+    fn an_update_gives_the_lstm_weights_gradients() {
+        let (mut worker, local) = worker("CartPole-v1", Device::Cpu, false);
+        let mut collected = worker.collect_rollout(&local, &Stop::default()).expect("no stop");
+        assert!(worker.compute_gradients(&local, &mut collected).finite);
+        let names = crate::model::parameter_names(&worker.setup.spec);
+        let lstm_weights: Vec<_> = names
+            .iter()
+            .zip(local.gradients.host_gradients())
+            .filter(|(name, _)| name.starts_with("lstm.weight"))
+            .collect();
+        assert_eq!(lstm_weights.len(), 2);
+        for (name, gradient) in lstm_weights {
+            assert!(gradient.abs().max().double_value(&[]) > 0.0, "{name} has no gradient");
+        }
+    }
+
     /// Every tensor of a worker lives on the device it was assigned (worker i on
     /// devices[i mod n]): the local model's parameters and gradients, the LSTM state
     /// and the rollout's values, log-probabilities and entropies, before and after an
