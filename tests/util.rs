@@ -3,7 +3,7 @@
 use std::io::{BufRead, BufReader, Read};
 use std::path::PathBuf;
 use std::process::{Child, Command, Output};
-use std::sync::{mpsc, Mutex, MutexGuard, PoisonError};
+use std::sync::mpsc;
 
 /// The result of one run of the binary.
 pub struct Run {
@@ -163,67 +163,9 @@ pub fn small_cartpole(extra: &[&str]) -> Vec<String> {
         .collect()
 }
 
-/// The last "reward mean" the test agent printed.
-pub fn last_reward_mean(stdout: &str) -> f64 {
-    stdout
-        .lines()
-        .rev()
-        .find_map(|line| line.split("reward mean ").nth(1))
-        .and_then(|mean| mean.trim().parse().ok())
-        .unwrap_or(f64::NAN)
-}
-
-/// What a learning run's failure message shows: its status lines, which carry the
-/// losses, entropy and (for GA3C) policy lag over the run, and its last lines. The
-/// game lines between them run to thousands.
-pub fn learning_trace(stdout: &str) -> String {
-    let lines: Vec<&str> = stdout.lines().collect();
-    let status = lines.iter().filter(|line| line.starts_with('['));
-    let last = lines.iter().skip(lines.len().saturating_sub(3));
-    status.chain(last).copied().collect::<Vec<_>>().join("\n")
-}
-
 /// The agent steps a checkpoint's sidecar records.
 pub fn saved_agent_steps(sidecar: &std::path::Path) -> u64 {
     let text = std::fs::read_to_string(sidecar).expect("sidecar");
     let json: serde_json::Value = serde_json::from_str(&text).expect("sidecar is JSON");
     json["counters"]["agent_steps"].as_u64().expect("agent_steps")
 }
-
-/// Held by each learning test while it trains, so that they train one at a time.
-/// Two at once share a two-core CI machine's cores between five or more busy
-/// threads, and Hogwild learns less per agent step when its threads are preempted
-/// mid-update: run beside each other there, both Pendulum tests once ended their
-/// budgets at means of -502 and -506. (The learning binary runs after the others,
-/// so no other test shares the cores with them either.)
-pub fn one_learning_run_at_a_time() -> MutexGuard<'static, ()> {
-    static LEARNING: Mutex<()> = Mutex::new(());
-    // A failed learning test poisons the lock; the next one may still train.
-    LEARNING.lock().unwrap_or_else(PoisonError::into_inner)
-}
-
-/// Pendulum-v1's recipe (README's second example) with the learning tests' seed,
-/// budget and bar: both trainers' tests train with it.
-pub const PENDULUM_LEARNING: &[&str] = &[
-    "--env",
-    "Pendulum-v1",
-    "--seed",
-    "1",
-    "--hidden-size",
-    "128",
-    "--lr",
-    "1e-4",
-    "--gamma",
-    "0.9",
-    "--num-steps",
-    "5",
-    "--reward-scale",
-    "0.125",
-    "--reward-clip",
-    "off",
-    "--max-steps",
-    "2500000",
-    "--stop-at-mean=-500",
-    "--status-interval",
-    "60",
-];
