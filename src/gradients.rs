@@ -67,7 +67,13 @@ impl GradientBuffer {
                 .iter()
                 .zip(&lengths)
                 .map(|(parameter, &length)| {
-                    let view = buffer.narrow(0, start, length).view(parameter.size().as_slice());
+                    // Laid out as the parameter is (channels-last conv weights on the
+                    // CPU), so that adding a backward pass's gradient in is a plain copy.
+                    let view = buffer.narrow(0, start, length).as_strided(
+                        parameter.size().as_slice(),
+                        parameter.stride().as_slice(),
+                        None,
+                    );
                     start += length;
                     view
                 })
