@@ -639,6 +639,41 @@ mod tests {
         assert_eq!(vs.variables().len(), expected.len(), "no parameter outside the list");
     }
 
+    /// On the CPU every conv weight is stored channels-last, `conv1`'s single input
+    /// channel included (a probe once left it with ordinary strides, which made every
+    /// layer after it reorder its input), and a forward pass keeps that order to the
+    /// features, in which the gradient buffer lays out the weights' gradients too.
+    #[test]
+    fn cpu_conv_weights_are_channels_last() {
+        let universe = ModelSpec {
+            body: Body::Universe,
+            hidden_size: 16,
+            head: Head::Discrete { actions: 6 },
+        };
+        for (spec, side) in [(atari_spec(16), 80), (universe, UNIVERSE_SIDE)] {
+            let vs = nn::VarStore::new(Device::Cpu);
+            let model = ActorCritic::new(&vs, &spec);
+            let mut convs = 0;
+            for (name, weight) in model.parameters().iter().filter(|(_, w)| w.dim() == 4) {
+                let size = weight.size();
+                let expected = [size[1] * size[2] * size[3], 1, size[3] * size[1], size[1]];
+                assert_eq!(weight.stride(), expected, "{name} of {:?}", spec.body);
+                convs += 1;
+            }
+            assert_eq!(convs, 4, "{:?}", spec.body);
+            let screens = Tensor::randn([2, 1, side, side], (Kind::Float, Device::Cpu));
+            let body_output = model.body.forward(&screens);
+            assert_eq!(body_output.stride()[1], 1, "{:?}: channels vary fastest", spec.body);
+            let parameters: Vec<Tensor> =
+                model.parameters().iter().map(|(_, tensor)| tensor.shallow_clone()).collect();
+            let buffer = crate::gradients::GradientBuffer::new(&parameters, Device::Cpu);
+            for (parameter, gradient) in parameters.iter().zip(buffer.host_gradients()) {
+                assert_eq!(gradient.stride(), parameter.stride());
+                assert_eq!(parameter.grad().data_ptr(), gradient.data_ptr());
+            }
+        }
+    }
+
     /// One step maps a 1x80x80 screen to a value, six logits and a new LSTM state.
     #[test]
     fn atari_forward_shapes() {
