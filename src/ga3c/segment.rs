@@ -39,8 +39,8 @@ pub struct Segment {
     /// clipped into the bounds for the environment: what its log-density is of.
     pub actions: Vec<Action>,
     /// log pi(action) under the policy that acted (summed over dimensions for
-    /// continuous actions): what measuring or correcting the policy lag needs. The
-    /// A3C loss itself uses the trainer's policy only, as GA3C does.
+    /// continuous actions): the loss weighs each step by the trainer's policy's
+    /// probability of the action against it, capped at 1.
     pub behaviour_log_probs: Vec<f32>,
     /// Rewards after shaping.
     pub rewards: Vec<f64>,
@@ -124,7 +124,8 @@ impl Packing {
 /// log-probabilities and entropies come from `model`, so they are the trainer's
 /// current policy's, and the returns and advantages are computed per segment from the
 /// recomputed values, bootstrapped from the segment's own bootstrap value (0 when
-/// done). One host sync: the read of the values.
+/// done); each step's policy term is weighed by [`truncated_importance_weights`]. One
+/// host sync: the read of the values.
 pub fn batched_loss(
     model: &ActorCritic,
     segments: &[Segment],
@@ -140,6 +141,7 @@ pub fn batched_loss(
     let observations_shape = [&[agent_steps as i64][..], observation_shape].concat();
     let observations = device::upload(&inputs.observations, &observations_shape, device);
     let actions = device::upload(&inputs.actions, &[agent_steps as i64, -1], device);
+    let behaviour_log_probs = device::upload(&inputs.behaviour_log_probs, &[-1], device);
     // Explicit sizes: a model without an LSTM has empty states, which -1 cannot size.
     let state_shape = [segments.len() as i64, inputs.state_width as i64];
     let mut state = LstmState {
@@ -176,11 +178,27 @@ pub fn batched_loss(
     let (returns, advantages) = targets(segments, &packing, &device::read(&values), config);
     let returns = device::upload(&returns, &[-1], device);
     let advantages = device::upload(&advantages, &[-1], device);
-    let policy = -(log_probs * advantages).sum(Kind::Float);
+    let weights = truncated_importance_weights(&log_probs, &behaviour_log_probs);
+    let policy = -(log_probs * advantages * weights).sum(Kind::Float);
     let value = ((returns - values).square() * 0.5).sum(Kind::Float);
     let entropy = entropies.sum(Kind::Float);
     let total = &policy - &entropy * config.entropy_coef + &value * config.value_coef;
     SegmentLoss { loss: Loss { policy, value, entropy, total }, agent_steps, lstm_tape }
+}
+
+/// Each step's weight in the policy loss: the ratio of the trainer's probability of
+/// the action to the acting policy's, capped at 1 and outside the graph (IMPALA's
+/// truncated importance weight, rho-bar = 1, arXiv:1802.01561).
+///
+/// A segment acted by weights some updates old holds actions the trainer's policy may
+/// find far less likely than the acting one did. Unweighted, a negative advantage on
+/// such an action asks the policy to make it less likely still, and a Gaussian can do
+/// that without bound by narrowing around its mean: the further the action, the
+/// steeper the pull. Runs on Pendulum did that and stayed there, the standard
+/// deviation at its floor (docs/benchmarks.md). The weight fades such a step out and
+/// leaves the loss of a step the trainer likes at least as well as A3C's.
+fn truncated_importance_weights(log_probs: &Tensor, behaviour_log_probs: &Tensor) -> Tensor {
+    (log_probs.detach() - behaviour_log_probs).exp().clamp_max(1.0)
 }
 
 /// A batch's inputs on the host, in packed order, ready for one upload each.
@@ -189,6 +207,8 @@ struct PackedInputs {
     observations: Vec<f32>,
     /// `[steps, 1]` action indices, or `[steps, dims]` continuous actions.
     actions: Vec<f32>,
+    /// `[steps]`: log pi(action) under the policy that acted.
+    behaviour_log_probs: Vec<f32>,
     /// `[segments, state_width]` each, in rank order.
     start_hidden: Vec<f32>,
     start_cell: Vec<f32>,
@@ -201,6 +221,7 @@ impl PackedInputs {
         let steps: usize = packing.batch_sizes.iter().sum();
         let mut observations = vec![0.0; steps * observation_len];
         let mut actions: Vec<Vec<f32>> = vec![Vec::new(); steps];
+        let mut behaviour_log_probs = vec![0.0; steps];
         let (mut start_hidden, mut start_cell) = (Vec::new(), Vec::new());
         let state_width = segments.first().map_or(0, |segment| segment.start_state.hidden.len());
         for (rank, segment) in packing.ranked(segments) {
@@ -211,6 +232,11 @@ impl PackedInputs {
                 "agent {agent}'s segment holds one observation per step"
             );
             assert_eq!(segment.rewards.len(), segment.len(), "agent {agent}: a reward per step");
+            assert_eq!(
+                segment.behaviour_log_probs.len(),
+                segment.len(),
+                "agent {agent}: a behaviour log-probability per step"
+            );
             for part in [&segment.start_state.hidden, &segment.start_state.cell] {
                 assert_eq!(
                     part.len(),
@@ -225,6 +251,7 @@ impl PackedInputs {
                 observations[row * observation_len..][..observation_len].copy_from_slice(
                     &segment.observations[t * observation_len..][..observation_len],
                 );
+                behaviour_log_probs[row] = segment.behaviour_log_probs[t];
                 // Indices are exact in f32 up to 2^24, far beyond any action count.
                 actions[row] = match action {
                     Action::Discrete(index) => vec![*index as f32],
@@ -235,6 +262,7 @@ impl PackedInputs {
         PackedInputs {
             observations,
             actions: actions.concat(),
+            behaviour_log_probs,
             start_hidden,
             start_cell,
             state_width,
@@ -393,7 +421,9 @@ mod tests {
             start_state: StartState { hidden: start(0.3), cell: start(0.6) },
             observations: host(&random(&[len as i64, observation_len], 1.0)),
             actions,
-            behaviour_log_probs: vec![-1.0; len],
+            // An acting policy that found every action less likely than any trainer's
+            // does: every importance weight is 1, and the loss is A3C's.
+            behaviour_log_probs: vec![-1e4; len],
             rewards: (0..len).map(|t| ((agent * 7 + t) as f64).sin()).collect(),
             done,
             bootstrap,
@@ -442,6 +472,32 @@ mod tests {
             state = output.state;
         }
         rollout.loss(if segment.done { 0.0 } else { segment.bootstrap }, config)
+    }
+
+    /// `model`'s log-probability of each of `segment`'s actions, replayed from its
+    /// start state one step at a time.
+    fn own_log_probs(model: &ActorCritic, segment: &Segment) -> Vec<f32> {
+        let width = segment.start_state.hidden.len() as i64;
+        let mut state = LstmState {
+            hidden: Tensor::from_slice(&segment.start_state.hidden).view([1, width]),
+            cell: Tensor::from_slice(&segment.start_state.cell).view([1, width]),
+        };
+        let shape = [&[1][..], &observation_shape(model.spec())].concat();
+        let observation_len = segment.observations.len() / segment.len();
+        let mut log_probs = Vec::new();
+        for (t, action) in segment.actions.iter().enumerate() {
+            let observation = &segment.observations[t * observation_len..][..observation_len];
+            let output =
+                model.forward(&Tensor::from_slice(observation).view(shape.as_slice()), &state);
+            let action = match action {
+                Action::Discrete(index) => Tensor::from_slice(&[*index as f32]).view([1, 1]),
+                Action::Continuous(values) => Tensor::from_slice(values).view([1, -1]),
+            };
+            let (log_prob, _) = policy::action_terms(&output.policy, &action);
+            log_probs.push(log_prob.double_value(&[0]) as f32);
+            state = output.state;
+        }
+        log_probs
     }
 
     fn gradients(model: &ActorCritic) -> Vec<Tensor> {
@@ -515,6 +571,50 @@ mod tests {
                 assert!(replayed.abs().max().double_value(&[]) > 0.0, "{name} has a gradient");
                 assert_close(batched, &replayed, &format!("{:?} gradient of {name}", spec.head));
             }
+        }
+    }
+
+    /// A step whose action the trainer's policy finds less likely than the acting
+    /// policy did counts in the policy loss at the ratio of the two probabilities (a
+    /// quarter, here), in its value and gradient; the value and entropy terms are not
+    /// weighed, and a step the trainer likes better counts fully.
+    #[test]
+    fn stale_steps_are_weighed_by_their_probability_ratio() {
+        tch::manual_seed(4);
+        let config = LossConfig { gamma: 0.9, tau: 0.95, entropy_coef: 0.01, value_coef: 0.5 };
+        for spec in [mlp(discrete(), true), mlp(gaussian(), true)] {
+            let model = ActorCritic::new(&nn::VarStore::new(Device::Cpu), &spec);
+            let shape = observation_shape(&spec);
+            let loss_of = |segment: &Segment| {
+                zero_gradients(&model);
+                let loss = batched_loss(
+                    &model,
+                    std::slice::from_ref(segment),
+                    &shape,
+                    &config,
+                    Device::Cpu,
+                );
+                // The value term, at weight 0, only gives the critic a (zero) gradient.
+                (&loss.loss.policy + &loss.loss.value * 0.0).backward();
+                loss.lstm_tape.add_weight_gradients(&model);
+                let terms = [&loss.loss.policy, &loss.loss.value, &loss.loss.entropy]
+                    .map(|term| term.double_value(&[]));
+                (terms, gradients(&model))
+            };
+            let mut segment = segment(&spec, 1, 4, false, 0.3);
+            let (unweighted, unweighted_gradients) = loss_of(&segment);
+            let own = own_log_probs(&model, &segment);
+            segment.behaviour_log_probs = own.iter().map(|&p| p + 4f32.ln()).collect();
+            let (quartered, quartered_gradients) = loss_of(&segment);
+            let close = |a: f64, b: f64| (a - b).abs() <= 1e-5 * b.abs().max(1.0);
+            assert!(close(quartered[0], unweighted[0] / 4.0), "{quartered:?} {unweighted:?}");
+            assert!(close(quartered[1], unweighted[1]) && close(quartered[2], unweighted[2]));
+            for (quartered, unweighted) in quartered_gradients.iter().zip(&unweighted_gradients) {
+                assert_close(quartered, &(unweighted / 4.0), "quartered gradient");
+            }
+            segment.behaviour_log_probs = own.iter().map(|&p| p - 4f32.ln()).collect();
+            let (favoured, _) = loss_of(&segment);
+            assert!(close(favoured[0], unweighted[0]), "{favoured:?} {unweighted:?}");
         }
     }
 
