@@ -774,6 +774,44 @@ mod tests {
         }
     }
 
+    /// A tape adds its products to the LSTM weights' gradients as autograd adds to the
+    /// others': two recorded rollouts without zeroing in between leave twice one
+    /// rollout's gradient on every parameter.
+    #[test]
+    fn a_tape_adds_to_existing_gradients() {
+        tch::manual_seed(5);
+        let spec = ModelSpec {
+            body: Body::Mlp { inputs: 4, lstm: true },
+            hidden_size: 8,
+            head: Head::Discrete { actions: 3 },
+        };
+        let vs = nn::VarStore::new(Device::Cpu);
+        let model = ActorCritic::new(&vs, &spec);
+        let observations = Tensor::randn([5, 4], (Kind::Float, Device::Cpu));
+        let rollout = || {
+            let mut tape = LstmTape::default();
+            let mut state = LstmState::zeros(&spec, Device::Cpu);
+            let mut loss = Tensor::zeros([], (Kind::Float, Device::Cpu));
+            for t in 0..5 {
+                let output =
+                    model.forward_recorded(&observations.narrow(0, t, 1), &state, &mut tape);
+                let Policy::Logits(logits) = output.policy else { unreachable!() };
+                loss = loss + output.value.sum(Kind::Float) + logits.select(1, 1).sum(Kind::Float);
+                state = output.state;
+            }
+            loss.backward();
+            tape.add_weight_gradients(&model);
+        };
+        rollout();
+        let once: Vec<Tensor> = model.parameters().iter().map(|(_, p)| p.grad().copy()).collect();
+        rollout();
+        for ((name, parameter), once) in model.parameters().iter().zip(&once) {
+            assert!(once.abs().max().double_value(&[]) > 0.0, "{name} has a gradient");
+            let difference = (parameter.grad() - once * 2.0).abs().max().double_value(&[]);
+            assert!(difference < 1e-5, "{name}: {difference}");
+        }
+    }
+
     /// Initialisation statistics: actor rows of norm 0.01 and critic rows of norm 1,
     /// zero biases but the forget gate's, an orthogonal hidden-to-hidden matrix,
     /// Xavier and ReLU-gain bounds respected.
