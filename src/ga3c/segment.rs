@@ -431,9 +431,9 @@ mod tests {
         }
     }
 
-    /// The reference A3C loss of one segment: replayed one step at a time at batch 1
-    /// from its start state, into a `Rollout` whose own loss gives the terms.
-    fn replayed_loss(model: &ActorCritic, segment: &Segment, config: &LossConfig) -> Loss {
+    /// One segment replayed one step at a time at batch 1 from its start state, its
+    /// log-probabilities and entropies written out by hand, into a `Rollout`.
+    fn replay(model: &ActorCritic, segment: &Segment) -> Rollout {
         let width = segment.start_state.hidden.len() as i64;
         let mut state = LstmState {
             hidden: Tensor::from_slice(&segment.start_state.hidden).view([1, width]),
@@ -471,33 +471,21 @@ mod tests {
             rollout.rewards.push(segment.rewards[t]);
             state = output.state;
         }
-        rollout.loss(if segment.done { 0.0 } else { segment.bootstrap }, config)
+        rollout
     }
 
-    /// `model`'s log-probability of each of `segment`'s actions, replayed from its
-    /// start state one step at a time.
+    /// The reference A3C loss of one segment: its replay's own loss.
+    fn replayed_loss(model: &ActorCritic, segment: &Segment, config: &LossConfig) -> Loss {
+        replay(model, segment).loss(if segment.done { 0.0 } else { segment.bootstrap }, config)
+    }
+
+    /// `model`'s log-probability of each of `segment`'s actions, from its replay.
     fn own_log_probs(model: &ActorCritic, segment: &Segment) -> Vec<f32> {
-        let width = segment.start_state.hidden.len() as i64;
-        let mut state = LstmState {
-            hidden: Tensor::from_slice(&segment.start_state.hidden).view([1, width]),
-            cell: Tensor::from_slice(&segment.start_state.cell).view([1, width]),
-        };
-        let shape = [&[1][..], &observation_shape(model.spec())].concat();
-        let observation_len = segment.observations.len() / segment.len();
-        let mut log_probs = Vec::new();
-        for (t, action) in segment.actions.iter().enumerate() {
-            let observation = &segment.observations[t * observation_len..][..observation_len];
-            let output =
-                model.forward(&Tensor::from_slice(observation).view(shape.as_slice()), &state);
-            let action = match action {
-                Action::Discrete(index) => Tensor::from_slice(&[*index as f32]).view([1, 1]),
-                Action::Continuous(values) => Tensor::from_slice(values).view([1, -1]),
-            };
-            let (log_prob, _) = policy::action_terms(&output.policy, &action);
-            log_probs.push(log_prob.double_value(&[0]) as f32);
-            state = output.state;
-        }
-        log_probs
+        replay(model, segment)
+            .log_probs
+            .iter()
+            .map(|log_prob| log_prob.double_value(&[0]) as f32)
+            .collect()
     }
 
     fn gradients(model: &ActorCritic) -> Vec<Tensor> {
