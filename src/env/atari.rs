@@ -719,6 +719,52 @@ mod id_tests {
         }
     }
 
+    /// Every listed game makes, resets, steps and renders on both screen paths, with
+    /// observations of the network's shape: 16 of them have taller screens (230 or 250
+    /// rows), which panicked at their first step when the wrappers took every screen
+    /// for 210 rows.
+    /// Every id family of one such game plays too.
+    #[test]
+    fn every_listed_game_steps_on_both_screens() {
+        let play = |id: &str, screen: Screen| {
+            let parsed = AtariId::parse(id).unwrap_or_else(|| panic!("{id} parses"));
+            let options = EnvOptions { screen, ..EnvOptions::default() };
+            let mut env = make(parsed, &options).unwrap_or_else(|err| panic!("{id}: {err:?}"));
+            let side = env.observation_shape()[1] as usize;
+            let ActionSpace::Discrete { n } = *env.action_space() else { panic!("{id}") };
+            let observation = env.reset(Some(7));
+            assert_eq!(observation.len(), side * side, "{id} {screen:?}");
+            for step in 0..4 {
+                let step = env.step(&Action::Discrete(step % n));
+                assert_eq!(step.observation.len(), side * side, "{id} {screen:?}");
+                assert!(step.observation.iter().all(|value| value.is_finite()), "{id}");
+            }
+            let frame = env.render();
+            assert!(
+                frame.width == 160 && frame.height >= 210,
+                "{id}: {}x{}",
+                frame.width,
+                frame.height
+            );
+        };
+        let mut tall = Vec::new();
+        for rom in ROM_NAMES.iter().filter(|rom| unrunnable_reason(rom).is_none()) {
+            let id = format!("{}NoFrameskip-v4", gym_name(rom));
+            for screen in [Screen::Gray80, Screen::Mean42] {
+                play(&id, screen);
+            }
+            let config = EmulatorConfig { seed: 1, repeat_action_probability: 0.0 };
+            let emulator = Emulator::new(bundled_rom(rom).expect("bundled"), config).unwrap();
+            if emulator.screen_shape().0 != 210 {
+                tall.push(*rom);
+            }
+        }
+        assert!(tall.contains(&"amidar") && tall.len() >= 16, "tall screens: {tall:?}");
+        for id in all_ids().iter().filter(|id| id.contains("Amidar")) {
+            play(id, Screen::Gray80);
+        }
+    }
+
     /// Defender is refused with its reason instead of hanging in ALE's loader.
     #[test]
     fn defender_is_refused() {

@@ -8,8 +8,17 @@ use std::collections::VecDeque;
 use super::crop::Crop;
 use super::rng::Rng;
 
-/// Height, width and channels of an Atari screen.
-pub const SCREEN_SHAPE: (usize, usize, usize) = (210, 160, 3);
+/// Width of an Atari screen. Its height is the game's: 210 rows for most, more (230,
+/// 250) for games whose ROMs draw a taller frame, such as Amidar; Gym keeps them.
+pub const SCREEN_WIDTH: usize = 160;
+const CHANNELS: usize = 3;
+
+/// Rows of an RGB screen `SCREEN_WIDTH` pixels wide held in `frame`.
+fn screen_rows(frame: &[u8]) -> usize {
+    let row_len = SCREEN_WIDTH * CHANNELS;
+    assert_eq!(frame.len() % row_len, 0, "frame size {} is not whole rows", frame.len());
+    frame.len() / row_len
+}
 /// Side of the square observation.
 pub const OBSERVATION_SIDE: usize = 80;
 
@@ -264,8 +273,7 @@ impl FrameEnv for FireReset {
 /// shrinks them to 80x80 with OpenCV's INTER_AREA on bytes, and converts to gray
 /// with weights 0.2989, 0.587, 0.114, as the reference's AtariRescale does.
 pub fn preprocess(frame: &[u8], crop: Crop, observation: &mut [f32]) {
-    let (height, width, channels) = SCREEN_SHAPE;
-    assert_eq!(frame.len(), height * width * channels, "frame size");
+    let (height, width, channels) = (screen_rows(frame), SCREEN_WIDTH, CHANNELS);
     assert_eq!(observation.len(), OBSERVATION_SIDE * OBSERVATION_SIDE, "observation size");
     let top = crop.crop1.min(height);
     let bottom = (crop.crop2 + 160).min(height);
@@ -288,8 +296,8 @@ pub fn preprocess(frame: &[u8], crop: Crop, observation: &mut [f32]) {
 pub fn preprocess_universe(frame: &[u8]) -> Vec<f32> {
     const TOP: usize = 34;
     const SIDE: usize = 160;
-    let (height, width, channels) = SCREEN_SHAPE;
-    assert_eq!(frame.len(), height * width * channels, "frame size");
+    let (width, channels) = (SCREEN_WIDTH, CHANNELS);
+    assert!(screen_rows(frame) >= TOP + SIDE, "a screen of {} rows", screen_rows(frame));
     let mut half = vec![0u8; 80 * 80 * 3];
     for row in 0..80 {
         let upper = &frame[(TOP + 2 * row) * width * channels..][..SIDE * channels];
@@ -771,10 +779,14 @@ mod tests {
         assert_eq!(taken(&calls), ["step 0"]);
     }
 
-    /// A screen whose value at row r is r in every channel.
+    /// A 210-row screen whose value at row r is r in every channel.
     fn row_numbered_screen() -> Vec<u8> {
-        let (height, width, channels) = SCREEN_SHAPE;
-        (0..height * width * channels).map(|i| (i / (width * channels)) as u8).collect()
+        row_numbered_screen_of(210)
+    }
+
+    fn row_numbered_screen_of(height: usize) -> Vec<u8> {
+        let row_len = SCREEN_WIDTH * CHANNELS;
+        (0..height * row_len).map(|i| (i / row_len) as u8).collect()
     }
 
     /// Pong keeps rows 34..194, which halve exactly: output row i averages rows 34 + 2i
@@ -794,6 +806,33 @@ mod tests {
                 );
             }
         }
+    }
+
+    /// A 250-row screen (Amidar's and 15 other games') is cropped by row as numpy
+    /// slices it: the reference's rows 34..194 give the same observation as on a
+    /// 210-row screen with the same rows, and a crop running past row 210 (VideoPinball's
+    /// 42..220) keeps the rows a taller screen has.
+    #[test]
+    fn tall_screens_are_cropped_by_row() {
+        let (short, tall) = (row_numbered_screen_of(210), row_numbered_screen_of(250));
+        let observe = |screen: &[u8], crop| {
+            let mut observation = vec![0.0; OBSERVATION_SIDE * OBSERVATION_SIDE];
+            preprocess(screen, crop, &mut observation);
+            observation
+        };
+        let pong = Crop { crop1: 34, crop2: 34 };
+        assert_eq!(observe(&tall, pong), observe(&short, pong));
+        assert_eq!(preprocess_universe(&tall), preprocess_universe(&short));
+        let pinball = Crop { crop1: 42, crop2: 60 };
+        let last_row = |observation: &[f32]| observation[(OBSERVATION_SIDE - 1) * OBSERVATION_SIDE];
+        // 178 rows into 80: the last output row averages rows 217.55..219.775 of the tall
+        // screen, where the short one has only rows up to 209.
+        assert!(
+            last_row(&observe(&tall, pinball)) > 217.0,
+            "{}",
+            last_row(&observe(&tall, pinball))
+        );
+        assert!(last_row(&observe(&short, pinball)) < 210.0);
     }
 
     /// MsPacman keeps rows 2..170, 168 rows into 80, 2.1 per output row: row 0 weighs
