@@ -26,6 +26,15 @@ use crate::shared_optim::OptimizerKind;
 /// reader keeps exactly; a run would need centuries to reach it, so more means damage.
 pub const MAX_COUNTER: u64 = 1 << 53;
 
+/// The largest counter `--load` resumes from, 2^50: a run of a million agent steps a
+/// second would need 35 years to reach it, and room is left below [`MAX_COUNTER`] for
+/// everything a resumed run adds, so what it writes can be resumed in turn.
+pub const RESUMABLE_COUNTER: u64 = 1 << 50;
+
+/// Agent steps at which any run stops, whatever --max-steps says: below
+/// [`RESUMABLE_COUNTER`] by more than the steps threads finish after a stop.
+pub const RUN_STEP_LIMIT: u64 = RESUMABLE_COUNTER - (1 << 40);
+
 /// The progress a checkpoint records and a resumed run continues from (the live,
 /// atomic counterpart is [`crate::monitor::TrainingCounters`]).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -39,6 +48,11 @@ pub struct SavedCounters {
 impl SavedCounters {
     /// The first counter beyond [`MAX_COUNTER`], by name.
     fn out_of_range(&self) -> Option<(&'static str, u64)> {
+        self.first_above(MAX_COUNTER)
+    }
+
+    /// The first counter above `limit`, by name.
+    fn first_above(&self, limit: u64) -> Option<(&'static str, u64)> {
         [
             ("agent_steps", self.agent_steps),
             ("env_frames", self.env_frames),
@@ -46,7 +60,7 @@ impl SavedCounters {
             ("test_games", self.test_games),
         ]
         .into_iter()
-        .find(|(_, value)| *value > MAX_COUNTER)
+        .find(|(_, value)| *value > limit)
     }
 }
 
@@ -92,6 +106,21 @@ impl Sidecar {
             return Err(corrupt("its best score is not a finite number".into()));
         }
         Ok(sidecar)
+    }
+
+    /// Refuses to resume a checkpoint (at `path`) whose counters leave a run no room
+    /// below [`MAX_COUNTER`]: checked at the first `--load`, rather than by the one
+    /// after a run has written counters beyond what can be read back.
+    pub fn check_resumable(&self, path: &Path) -> Result<()> {
+        match self.counters.first_above(RESUMABLE_COUNTER) {
+            None => Ok(()),
+            Some((name, value)) => Err(Error::CorruptCheckpoint {
+                path: path.to_path_buf(),
+                reason: format!(
+                    "its counter {name} is {value}, beyond any real run (a resumed run can start from at most {RESUMABLE_COUNTER})"
+                ),
+            }),
+        }
     }
 
     /// Refuses a checkpoint (at `path`) trained on another environment than `env`,

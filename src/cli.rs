@@ -156,6 +156,14 @@ impl EnvArgs {
     }
 }
 
+/// --confirm-games' default: evidence about one set of weights beyond the mean, few
+/// enough games not to hold up an Atari run for long.
+pub const DEFAULT_CONFIRM_GAMES: u32 = 10;
+
+fn default_confirm_games() -> u32 {
+    DEFAULT_CONFIRM_GAMES
+}
+
 /// Flags of `a3g train`.
 #[derive(Clone, Debug, Args, Serialize, Deserialize)]
 pub struct TrainArgs {
@@ -193,13 +201,15 @@ pub struct TrainArgs {
     /// ikostrikov/pytorch-a3c's (four 3x3 stride-2 convs with ELU over 42x42 screens,
     /// LSTM of 256); about 8-10 times cheaper, the size that learns Pong on a few CPU
     /// cores. Classic control always uses a small MLP.
-    #[arg(long, value_enum, default_value_t = ModelName::A3cLstm, help_heading = "Model")]
-    pub model: ModelName,
+    /// (default: a3clstm; with --load, the checkpoint's)
+    #[arg(long, value_enum, help_heading = "Model")]
+    pub model: Option<ModelName>,
     /// Units of the LSTM (and of the MLP layers for classic control) (default: 512;
-    /// 256 with --model universe).
+    /// 256 with --model universe; with --load, the checkpoint's).
     #[arg(long, value_parser = clap::value_parser!(i64).range(1..), help_heading = "Model")]
     pub hidden_size: Option<i64>,
-    /// Give the classic-control MLP an LSTM cell (Atari models always have one).
+    /// Give the classic-control MLP an LSTM cell (Atari models always have one; with
+    /// --load, the checkpoint's model decides).
     #[arg(long, help_heading = "Model")]
     pub lstm: bool,
 
@@ -237,14 +247,22 @@ pub struct TrainArgs {
     pub reward_clip: RewardClip,
 
     /// Stop after this many agent steps, summed over workers.
-    #[arg(long, help_heading = "Run")]
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..), help_heading = "Run")]
     pub max_steps: Option<u64>,
     /// Stop after this long: 90s, 10m, 2h, or plain seconds.
     #[arg(long, value_parser = parse_duration, allow_negative_numbers = true, help_heading = "Run")]
     pub max_time: Option<HumanDuration>,
-    /// Stop once the test agent's mean over its last 100 games reaches this score.
+    /// Stop once the test agent's mean over its last 100 games reaches this score and
+    /// the weights of the game that reached it score at least as much over
+    /// --confirm-games more greedy games; those weights are saved.
     #[arg(long, allow_negative_numbers = true, value_parser = parse_score, help_heading = "Run")]
     pub stop_at_mean: Option<f64>,
+    /// Greedy games that confirm --stop-at-mean's weights before the run stops on them
+    /// (0: stop on the 100-game mean alone, saving the latest weights). The mean spans
+    /// many versions of the weights, and the latest can score far below it.
+    #[arg(long, default_value_t = DEFAULT_CONFIRM_GAMES, help_heading = "Run")]
+    #[serde(default = "default_confirm_games")]
+    pub confirm_games: u32,
     /// Share of one core the test agent may take: after a game that took T seconds it
     /// rests T * (1 / share - 1), so that on a small machine it does not take a
     /// training thread's core (the reference's test agent rests 60 s after each game).
@@ -381,9 +399,10 @@ fn parse_save_interval(text: &str) -> Result<f64, String> {
 }
 
 fn parse_share(text: &str) -> Result<f64, String> {
-    number_in(text, |value| value > 0.0 && value <= 1.0).ok_or_else(|| {
-        format!("{text:?} is not a share of a core; write a number above 0, at most 1")
-    })
+    // Below a thousandth the test agent rests a thousand times each game's length,
+    // which for Atari means no second game in a day's run.
+    number_in(text, |value| (1e-3..=1.0).contains(&value))
+        .ok_or_else(|| format!("{text:?} is not a share of a core; write a number from 0.001 to 1"))
 }
 
 fn parse_learning_rate(text: &str) -> Result<f64, String> {

@@ -21,7 +21,7 @@ use crate::game_log::{self, GameLog};
 use crate::shared::SharedModel;
 use crate::stop::{self, Stop, StopReason};
 use crate::tensorboard::{Board, TrainingFigures};
-use crate::test_agent::EpisodeStats;
+use crate::test_agent::{EpisodeStats, PinnedWeights};
 
 /// Test games the running mean is taken over (`a3g plot` takes its own over as many).
 pub(crate) const MEAN_WINDOW: usize = 100;
@@ -179,6 +179,24 @@ struct Keep {
     weights: Vec<(String, Tensor)>,
 }
 
+/// What the final checkpoint holds when it is not the latest weights.
+enum Kept {
+    /// --save-max's best game's weights, still to be written.
+    Best(Keep),
+    /// --save-max's best game's weights, written during the run.
+    AlreadySaved,
+    /// Weights that met --stop-at-mean and its confirmation.
+    Confirmed(Vec<(String, Tensor)>),
+}
+
+/// Weights that met --stop-at-mean, being played by the test agent for
+/// --confirm-games more games before the run stops on them.
+struct Confirmation {
+    pin: u64,
+    weights: Vec<(String, Tensor)>,
+    scores: Vec<f64>,
+}
+
 /// Everything the monitor writes to and reads from.
 pub struct Monitor<'a> {
     config: &'a TrainConfig<'a>,
@@ -187,7 +205,8 @@ pub struct Monitor<'a> {
     /// The handle whose optimizer statistics are saved.
     shared: SharedModel,
     checkpoints: CheckpointWriter,
-    log: GameLog,
+    /// The game log, until a write to it fails.
+    log: Option<GameLog>,
     board: Option<Board>,
     pub counters: Arc<TrainingCounters>,
     pub stop: Stop,
@@ -201,6 +220,14 @@ pub struct Monitor<'a> {
     /// Whether this run found weights for a --save-max checkpoint (written, or
     /// waiting in `unsaved`).
     saved_best: bool,
+    /// A resumed --save-max run's starting weights, which scored the recorded best:
+    /// what the final checkpoint keeps if no game of this run matches it.
+    resumed_best_weights: Option<Vec<(String, Tensor)>>,
+    /// Where the test agent is told to play weights being confirmed.
+    pub pinned: PinnedWeights,
+    confirmation: Option<Confirmation>,
+    /// Weights that met --stop-at-mean and were confirmed: what the run ends with.
+    confirmed: Option<Vec<(String, Tensor)>>,
     /// The latest test game's weights worth keeping, waiting for --save-interval.
     unsaved: Option<Keep>,
     /// When the last checkpoint after a test game was written.
@@ -228,7 +255,7 @@ impl<'a> Monitor<'a> {
         } else {
             "--- a3g train started a new run here ---".to_string()
         };
-        let log = GameLog::append(&log_path, args, &separator)?;
+        let log = Some(GameLog::append(&log_path, args, &separator)?);
         let board = if args.tensorboard_logger {
             Some(Board::create(&args.tensorboard_dir, env_id)?)
         } else {
@@ -238,7 +265,10 @@ impl<'a> Monitor<'a> {
             "{} keeps the last complete checkpoint",
             args.save_model_dir.display()
         ));
-        let counters = Arc::new(TrainingCounters::resumed(&resumed, args.max_steps));
+        let step_budget = args.max_steps.unwrap_or(u64::MAX).min(checkpoint::RUN_STEP_LIMIT);
+        let counters = Arc::new(TrainingCounters::resumed(&resumed, Some(step_budget)));
+        let resumed_best_weights = (args.save_max && resumed_best.is_some())
+            .then(|| names.iter().cloned().zip(shared.snapshot()).collect());
         let started = Instant::now();
         Ok(Monitor {
             status: StatusClock::new(started, &counters, args.trainer),
@@ -256,6 +286,10 @@ impl<'a> Monitor<'a> {
             // A resumed --save-max run only saves weights that match the best it had.
             best: resumed_best.unwrap_or(f64::NEG_INFINITY),
             saved_best: false,
+            resumed_best_weights,
+            pinned: PinnedWeights::default(),
+            confirmation: None,
+            confirmed: None,
             unsaved: None,
             last_save: None,
             error: None,
@@ -305,7 +339,7 @@ impl<'a> Monitor<'a> {
                 }
             }
             // A run resumed at or past its budget counts no step to spend it.
-            if args.max_steps.is_some_and(|max| steps >= max) {
+            if self.counters.step_budget.is_some_and(|max| steps >= max) {
                 self.stop.request(StopReason::StepBudget);
             }
             if args.max_time.as_ref().is_some_and(|max| self.started.elapsed() >= max.duration()) {
@@ -342,22 +376,65 @@ impl<'a> Monitor<'a> {
             self.write_line(&game_log::game_line(game.finished_at, game.reward, game.length, mean));
             let new_best = self.best.max(game.reward);
             if !args.save_max || game.reward >= self.best {
-                self.unsaved =
-                    Some(Keep { test_games: self.test_games, best: new_best, weights: played });
+                let weights = played.iter().map(|(n, t)| (n.clone(), t.shallow_clone())).collect();
+                self.unsaved = Some(Keep { test_games: self.test_games, best: new_best, weights });
                 self.saved_best = true;
             }
             self.best = new_best;
-            if args
-                .stop_at_mean
-                .is_some_and(|target| self.recent.len() == MEAN_WINDOW && mean >= target)
-            {
-                // Games queued behind this one finished after the target was met, as
-                // games that finish once a stop is asked for do: left out, so that the
-                // log and the checkpoint end at the mean that met the target.
-                self.stop.request(StopReason::TargetScore);
-                break;
+            let Some(target) = args.stop_at_mean else { continue };
+            if self.confirmation.is_some() {
+                if self.confirm(game.pin, game.reward, target) {
+                    break;
+                }
+            } else if self.recent.len() == MEAN_WINDOW && mean >= target {
+                if args.confirm_games == 0 {
+                    // Games queued behind this one finished after the target was met,
+                    // as games that finish once a stop is asked for do: left out, so
+                    // that the log and the checkpoint end at the mean that met it.
+                    self.stop.request(StopReason::TargetScore);
+                    break;
+                }
+                let weights = played.iter().map(|(_, tensor)| tensor.shallow_clone()).collect();
+                let pin = self.pinned.pin(weights);
+                self.write_line(&format!(
+                    "the 100-game mean reached --stop-at-mean {target}; the weights of this game now play {} \
+                     more games to confirm it (training goes on meanwhile)",
+                    args.confirm_games
+                ));
+                self.confirmation = Some(Confirmation { pin, weights: played, scores: Vec::new() });
             }
         }
+    }
+
+    /// Counts a test game towards the confirmation under way if the confirmed weights
+    /// played it; once --confirm-games were played, stops the run on those weights if
+    /// their mean met `target` (returning true), or goes back to training on.
+    fn confirm(&mut self, pin: Option<u64>, reward: f64, target: f64) -> bool {
+        let wanted = self.config.args.confirm_games as usize;
+        let Some(confirmation) = self.confirmation.as_mut() else { return false };
+        if pin != Some(confirmation.pin) {
+            return false;
+        }
+        confirmation.scores.push(reward);
+        if confirmation.scores.len() < wanted {
+            return false;
+        }
+        let Some(confirmation) = self.confirmation.take() else { return false };
+        self.pinned.release();
+        let mean = confirmation.scores.iter().sum::<f64>() / wanted as f64;
+        if mean >= target {
+            self.write_line(&format!(
+                "confirmed: the weights scored a mean of {mean:.4} over {wanted} games, meeting --stop-at-mean {target}"
+            ));
+            self.confirmed = Some(confirmation.weights);
+            self.stop.request(StopReason::TargetScore);
+            return true;
+        }
+        self.write_line(&format!(
+            "not confirmed: the weights scored a mean of {mean:.4} over {wanted} games, below --stop-at-mean {target}; \
+             training goes on"
+        ));
+        false
     }
 
     /// Writes the waiting test game's weights once --save-interval has passed since
@@ -377,10 +454,19 @@ impl<'a> Monitor<'a> {
     /// A line on stdout and in the game log; status lines go in the log too, so that a
     /// learning curve can be drawn against agent steps from the log alone (scripts
     /// reading the reference's logs skip such lines).
+    ///
+    /// A log that cannot be written (a full disk) is given up with one note on stderr
+    /// and training goes on, as with TensorBoard: the checkpoints are what must not be
+    /// lost, and their own failure is what stops a run.
     fn write_line(&mut self, line: &str) {
         console::say(line);
-        if let Err(err) = self.log.write_line(line) {
-            self.fail(err, "cannot write the log");
+        let Some(log) = self.log.as_mut() else { return };
+        if let Err(err) = log.write_line(line) {
+            console::warn(&format!(
+                "warning: {}; training goes on without the game log (lines still go to stdout)",
+                err.report()
+            ));
+            self.log = None;
         }
     }
 
@@ -427,16 +513,30 @@ impl<'a> Monitor<'a> {
             return Err(Error::Training(message));
         }
         let args = self.config.args;
-        // The latest weights are kept for --load to resume from, unless --save-max
-        // found the best game's weights, which they would overwrite.
-        if args.save_max && self.saved_best {
-            if let Some(keep) = self.unsaved.take() {
-                self.save(keep.test_games, keep.best, &keep.weights)?;
+        // With --save-max the best game's weights are kept: this run's, waiting or
+        // written, or else the resumed ones, which scored the best recorded. Otherwise
+        // weights confirmed for --stop-at-mean, or else the latest for --load to resume.
+        let kept = if args.save_max {
+            match (self.unsaved.take(), self.resumed_best_weights.take()) {
+                (Some(keep), _) => Some(Kept::Best(keep)),
+                (None, _) if self.saved_best => Some(Kept::AlreadySaved),
+                (None, Some(weights)) => {
+                    Some(Kept::Best(Keep { test_games: self.test_games, best: self.best, weights }))
+                }
+                (None, None) => None,
             }
         } else {
-            let latest: Vec<(String, Tensor)> =
-                self.names.iter().cloned().zip(self.shared.snapshot()).collect();
-            self.save(self.test_games, self.best, &latest)?;
+            self.confirmed.take().map(Kept::Confirmed)
+        };
+        match &kept {
+            Some(Kept::Best(keep)) => self.save(keep.test_games, keep.best, &keep.weights)?,
+            Some(Kept::Confirmed(weights)) => self.save(self.test_games, self.best, weights)?,
+            Some(Kept::AlreadySaved) => {}
+            None => {
+                let latest: Vec<(String, Tensor)> =
+                    self.names.iter().cloned().zip(self.shared.snapshot()).collect();
+                self.save(self.test_games, self.best, &latest)?;
+            }
         }
         let reason = match self.stop.reason() {
             Some(StopReason::StepBudget) => "reached --max-steps",
@@ -452,11 +552,16 @@ impl<'a> Monitor<'a> {
         let env_id = &args.environment.env;
         let model_file = checkpoint::CheckpointFiles::new(&args.save_model_dir, env_id).model;
         let steps = self.counters.agent_steps.load(Ordering::Relaxed);
-        if args.save_max && self.saved_best {
+        if let Some(Kept::Best(_) | Kept::AlreadySaved) = kept {
             console::say(&format!(
                 "{reason} after {steps} agent steps: {} holds the best test game's weights (score {})",
                 model_file.display(),
                 self.best
+            ));
+        } else if let Some(Kept::Confirmed(_)) = kept {
+            console::say(&format!(
+                "{reason}: saved the confirmed weights in {} after {steps} agent steps",
+                model_file.display()
             ));
         } else {
             console::say(&format!(

@@ -113,19 +113,16 @@ impl SharedModel {
         self.optimizer.step(&self.parameters, gradients);
     }
 
-    /// Loads the checkpoint of `env` from `folder` into the weights and this handle's
+    /// Loads a checkpoint read for `--load` into the weights and this handle's
     /// optimizer; returns the counters to continue from and the best test score.
     pub fn resume(
         &self,
-        folder: &std::path::Path,
-        env: &str,
+        loaded: &checkpoint::Checkpoint,
         names: &[String],
         optimizer_kind: OptimizerKind,
     ) -> Result<(SavedCounters, Option<f64>)> {
-        let loaded = checkpoint::load(folder, env)?;
-        loaded.sidecar.check_env(&loaded.files.sidecar, env)?;
         let advice =
-            "pass the flags it was trained with (its .json sidecar lists them) or start without --load";
+            "its sidecar does not describe its tensors; restore the set or start without --load";
         let named = |tensors: &[Tensor]| -> Vec<(String, Tensor)> {
             names.iter().cloned().zip(tensors.iter().map(Tensor::shallow_clone)).collect()
         };

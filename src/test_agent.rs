@@ -1,6 +1,7 @@
 //! The test agent: a thread like the reference's test process, playing whole games
 //! greedily with the latest shared weights and reporting each one.
 
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crossbeam::channel::Sender;
@@ -10,7 +11,7 @@ use crate::env::Env;
 use crate::error::Result;
 use crate::model::{ActorCritic, LstmState, ModelSpec};
 use crate::policy;
-use crate::shared::SharedModel;
+use crate::shared::{self, SharedModel};
 use crate::stop::Stop;
 
 /// One finished test game.
@@ -26,6 +27,52 @@ pub struct EpisodeStats {
     /// checkpoint saved for this game holds, as in the reference, whose test agent
     /// saves its own model rather than the shared one that has moved on since.
     pub weights: Vec<Tensor>,
+    /// The [`PinnedWeights`] pin it was played with, if one was set.
+    pub pin: Option<u64>,
+}
+
+/// Weights the monitor asks the test agent to keep playing instead of the latest,
+/// to confirm what they score before a run stops on them (`--confirm-games`).
+#[derive(Clone, Default)]
+pub struct PinnedWeights {
+    state: Arc<Mutex<PinState>>,
+}
+
+#[derive(Default)]
+struct PinState {
+    /// Pins given so far: numbers are never reused, so a game started under an
+    /// earlier pin is not counted for a later one.
+    pins: u64,
+    /// The current pin's number and its weights on the CPU.
+    current: Option<(u64, Vec<Tensor>)>,
+}
+
+impl PinnedWeights {
+    fn state(&self) -> std::sync::MutexGuard<'_, PinState> {
+        self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Asks for the coming games to be played with `weights`; returns the pin's number.
+    pub fn pin(&self, weights: Vec<Tensor>) -> u64 {
+        let mut state = self.state();
+        state.pins += 1;
+        state.current = Some((state.pins, weights));
+        state.pins
+    }
+
+    /// Lets the coming games be played with the latest weights again.
+    pub fn release(&self) {
+        self.state().current = None;
+    }
+
+    /// Copies the pinned weights into `local` and returns the pin's number, if a pin
+    /// is set.
+    fn copy_into(&self, local: &[Tensor]) -> Option<u64> {
+        let state = self.state();
+        let (number, weights) = state.current.as_ref()?;
+        shared::copy_weights(weights, local);
+        Some(*number)
+    }
 }
 
 /// Plays one greedy game with `model` (on `device`), as the reference's test agent
@@ -73,11 +120,18 @@ pub fn play_greedy_game(
     })
 }
 
+/// How long to rest after a game of `played` to keep to `core_share` of a core: as long
+/// as the machine can count, for a share so small that it never plays again.
+fn rest_after(played: Duration, core_share: f64) -> Duration {
+    Duration::try_from_secs_f64(played.as_secs_f64() * (1.0 / core_share - 1.0))
+        .unwrap_or(Duration::MAX)
+}
+
 /// Sleeps for `duration`, waking early for a stop.
 fn rest(stop: &Stop, duration: Duration) {
-    let until = Instant::now() + duration;
+    let started = Instant::now();
     while !stop.requested() {
-        let left = until.saturating_duration_since(Instant::now());
+        let left = duration.saturating_sub(started.elapsed());
         if left.is_zero() {
             return;
         }
@@ -96,12 +150,15 @@ pub struct TestAgent {
     pub max_episode_length: u32,
     /// Share of one core it may take, in (0, 1]: it rests between games to keep to it.
     pub core_share: f64,
+    /// Weights to play instead of the latest, while the monitor confirms them.
+    pub pinned: PinnedWeights,
 }
 
 impl TestAgent {
     /// Plays test games until a stop is requested, sending each result to the monitor.
     pub fn run(self, stop: Stop, started: Instant, results: Sender<EpisodeStats>) {
-        let TestAgent { mut env, spec, device, shared, max_episode_length, core_share } = self;
+        let TestAgent { mut env, spec, device, shared, max_episode_length, core_share, pinned } =
+            self;
         tch::set_num_threads(1);
         let vs = nn::VarStore::new(device);
         let model = ActorCritic::new(&vs, &spec);
@@ -109,7 +166,10 @@ impl TestAgent {
             model.parameters().iter().map(|(_, tensor)| tensor.shallow_clone()).collect();
         while !stop.requested() {
             let game_started = Instant::now();
-            shared.pull(&local);
+            let pin = pinned.copy_into(&local);
+            if pin.is_none() {
+                shared.pull(&local);
+            }
             let played = play_greedy_game(
                 env.as_mut(),
                 &model,
@@ -130,11 +190,46 @@ impl TestAgent {
                     })
                     .collect()
             });
-            let game = EpisodeStats { reward, length, finished_at: started.elapsed(), weights };
+            let game =
+                EpisodeStats { reward, length, finished_at: started.elapsed(), weights, pin };
             if results.send(game).is_err() {
                 break;
             }
-            rest(&stop, game_started.elapsed().mul_f64(1.0 / core_share - 1.0));
+            rest(&stop, rest_after(game_started.elapsed(), core_share));
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A share of a core rests in proportion; one too small to express in seconds
+    /// rests "for ever" rather than panicking the test agent (`--test-share 1e-300`).
+    #[test]
+    fn rest_keeps_to_the_share_without_overflowing() {
+        let game = Duration::from_secs(2);
+        assert_eq!(rest_after(game, 1.0), Duration::ZERO);
+        assert_eq!(rest_after(game, 0.25), Duration::from_secs(6));
+        assert_eq!(rest_after(game, 1e-300), Duration::MAX);
+        let stop = Stop::default();
+        stop.request(crate::stop::StopReason::Signal);
+        rest(&stop, Duration::MAX);
+    }
+
+    /// Pins are numbered in order; a pinned game copies the pinned weights, and after
+    /// a release the latest weights are played again.
+    #[test]
+    fn pinned_weights_replace_the_latest_until_released() {
+        let pinned = PinnedWeights::default();
+        let local = [Tensor::zeros([2], (tch::Kind::Float, Device::Cpu))];
+        assert_eq!(pinned.copy_into(&local), None);
+        assert_eq!(pinned.pin(vec![Tensor::from_slice(&[1.0f32, 2.0])]), 1);
+        assert_eq!(pinned.pin(vec![Tensor::from_slice(&[3.0f32, 4.0])]), 2);
+        assert_eq!(pinned.copy_into(&local), Some(2));
+        assert_eq!(Vec::<f32>::try_from(&local[0]).unwrap(), [3.0, 4.0]);
+        pinned.release();
+        assert_eq!(pinned.copy_into(&local), None);
+        assert_eq!(pinned.pin(vec![Tensor::from_slice(&[5.0f32, 6.0])]), 3);
     }
 }

@@ -10,7 +10,7 @@ use tch::{nn, Device};
 
 use crate::checkpoint::SavedCounters;
 use crate::cli::{TrainArgs, TrainerName};
-use crate::config::TrainConfig;
+use crate::config::{MemoryPlan, TrainConfig};
 use crate::error::{Error, Result};
 use crate::model::ActorCritic;
 use crate::monitor::{Monitor, RunningTrainer};
@@ -20,16 +20,28 @@ use crate::{a3c, ga3c};
 
 /// Runs `a3g train`.
 pub fn run(args: &TrainArgs) -> Result<()> {
-    let (config, test_env) = TrainConfig::new(args)?;
-    let model_copies = match args.trainer {
-        TrainerName::A3c => a3c::training_threads(&config),
+    let (mut config, test_env) = TrainConfig::new(args)?;
+    let resume = config.resume.take();
+    // With --shared-optimizer false every worker (A3C) or trainer (GA3C) but the
+    // first steps its own copy of the statistics.
+    let own_optimizers = |steppers: usize| if args.shared_optimizer { 0 } else { steppers - 1 };
+    let plan = match args.trainer {
+        TrainerName::A3c => MemoryPlan {
+            model_copies: a3c::training_threads(&config),
+            optimizer_copies: own_optimizers(config.workers),
+            environments: config.workers,
+        },
         TrainerName::Ga3c => {
             ga3c::check_flags(&config)?;
             let ceiling = ga3c::ceiling(&config);
-            ceiling.predictors + ceiling.trainers
+            MemoryPlan {
+                model_copies: ceiling.predictors + ceiling.trainers,
+                optimizer_copies: own_optimizers(ceiling.trainers),
+                environments: ceiling.agents,
+            }
         }
     };
-    let _save_dir = config.claim_save_dir(model_copies)?;
+    let _save_dir = config.claim_save_dir(plan)?;
 
     tch::set_num_threads(1);
     tch::manual_seed(args.seed as i64);
@@ -39,11 +51,11 @@ pub fn run(args: &TrainArgs) -> Result<()> {
     let names: Vec<String> =
         shared_model.parameters().iter().map(|(name, _)| name.clone()).collect();
     let shared = SharedModel::over(&shared_model, config.optimizer, args.lr);
-    let (resumed, resumed_best) = if args.load {
-        shared.resume(&args.load_model_dir, &args.environment.env, &names, config.optimizer)?
-    } else {
-        (SavedCounters::default(), None)
+    let (resumed, resumed_best) = match &resume {
+        Some(checkpoint) => shared.resume(checkpoint, &names, config.optimizer)?,
+        None => (SavedCounters::default(), None),
     };
+    drop(resume);
     let mut monitor = Monitor::open(&config, names, shared.handle(), resumed, resumed_best)?;
 
     let (counters, stop) = (&monitor.counters, &monitor.stop);
@@ -60,6 +72,7 @@ pub fn run(args: &TrainArgs) -> Result<()> {
         shared: shared.handle(),
         max_episode_length: args.environment.max_episode_length,
         core_share: config.test_share,
+        pinned: monitor.pinned.clone(),
     };
     let (stop, started) = (monitor.stop.clone(), monitor.started);
     let test_thread = thread::Builder::new()

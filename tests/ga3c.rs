@@ -113,3 +113,24 @@ fn ga3c_autotune_changes_counts_while_training() {
     let log = std::fs::read_to_string(scratch.path("logs/CartPole-v1_log")).expect("log");
     assert!(log.contains(trials[0]), "the tuner's lines are logged");
 }
+
+/// After --load, the first status line's trainings/s counts from the resumed update
+/// count, as updates/s does: it once showed every update of the earlier run as this
+/// interval's (1109.1 trainings/s beside 19.9 updates/s).
+#[test]
+fn resumed_ga3c_rates_count_from_the_resume() {
+    let scratch = Scratch::new("ga3c-resume-rates");
+    let ga3c = ["train", "--env", "CartPole-v1", "--trainer", "ga3c", "--workers", "2"];
+    let small = ["--hidden-size", "16", "--status-interval", "1"];
+    let run = scratch.a3g(&[&ga3c[..], &small[..], &["--max-steps", "20000"]].concat());
+    assert!(run.status.success(), "{}", run.stderr);
+    let resumed = scratch.a3g(&[&ga3c[..], &small[..], &["--load", "--max-time", "2s"]].concat());
+    assert!(resumed.status.success(), "{}", resumed.stderr);
+    let status = resumed.stdout.lines().find(|line| line.starts_with('[')).expect("a status line");
+    let rate = |unit: &str| -> f64 {
+        let before = status.split(unit).next().unwrap_or_default();
+        before.rsplit(' ').next().and_then(|number| number.parse().ok()).unwrap_or(f64::NAN)
+    };
+    let (updates, trainings) = (rate(" updates/s"), rate(" trainings/s"));
+    assert!((trainings - updates).abs() <= 0.1 * updates + 2.0, "{status}");
+}

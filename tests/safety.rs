@@ -94,6 +94,8 @@ fn out_of_range_hyperparameters_are_refused() {
         ("--status-interval", "inf"),
         ("--save-interval", "-1"),
         ("--save-interval", "nan"),
+        ("--test-share", "1e-300"),
+        ("--max-steps", "0"),
     ] {
         let result = scratch.a3g_owned(&small_cartpole(&[flag, value]));
         assert_eq!(result.status.code(), Some(2), "{flag} {value}: {}", result.stderr);

@@ -7,6 +7,8 @@ mod envs;
 mod eval;
 mod ga3c;
 mod gpu;
+// Never lose a model: scenarios a hostile user found, round two.
+mod keeping;
 // `a3g plot`: learning curves from written logs, read back as PNGs.
 mod plot;
 mod runtime;

@@ -74,7 +74,7 @@ pub fn start(
             max_episode_length: args.environment.max_episode_length,
             loss: config.loss,
             rewards: config.rewards,
-            seed: args.seed + rank as u64,
+            seed: args.seed.wrapping_add(rank as u64),
             counters: Arc::clone(counters),
             profile_phases: args.profile_phases,
         }));

@@ -117,7 +117,7 @@ pub fn ceiling(config: &TrainConfig) -> Counts {
         };
     }
     Counts {
-        agents: (2 * config.workers).max(config.workers + 8),
+        agents: config.workers.saturating_mul(2).max(config.workers.saturating_add(8)),
         predictors: (args.predictors as usize).max(4),
         trainers: (args.trainers as usize).max(4),
     }
@@ -174,7 +174,12 @@ pub fn start<'a>(
         free_slots: (0..ceiling.agents).rev().collect(),
         started: [0; 3],
         tuner: None,
-        last: LastStatus::default(),
+        // A resumed run's updates start at the checkpoint's count: the first line's
+        // rate counts from there, not from zero.
+        last: LastStatus {
+            updates: counters.updates.load(Ordering::Relaxed),
+            ..LastStatus::default()
+        },
     };
     let counts = Counts {
         agents: config.workers,
@@ -272,7 +277,7 @@ impl Ga3cTrainer<'_> {
         let setup = AgentSetup {
             index: slot,
             env: config.make_env(rank)?,
-            seed: config.args.seed + rank as u64,
+            seed: config.args.seed.wrapping_add(rank as u64),
             rewards: config.rewards,
             num_steps: config.args.num_steps,
             max_episode_length: config.args.environment.max_episode_length,

@@ -1,0 +1,195 @@
+//! Never lose a model, round two: what a hostile user's probes found (issue 28 of the
+//! tracker), each run end to end: --save-max across resumes, --stop-at-mean's saved
+//! weights, resumed dimensions and counters, a failing game log, and counts and shares
+//! too big for the machine.
+
+use std::process::Command;
+
+use crate::util::{assert_one_line_error, saved_agent_steps, small_cartpole, Scratch};
+
+fn sidecar_json(scratch: &Scratch) -> serde_json::Value {
+    let text = std::fs::read_to_string(scratch.path("trained_models/CartPole-v1.json")).unwrap();
+    serde_json::from_str(&text).expect("sidecar is JSON")
+}
+
+fn edit_sidecar(scratch: &Scratch, edit: impl FnOnce(&mut serde_json::Value)) {
+    let mut json = sidecar_json(scratch);
+    edit(&mut json);
+    let path = scratch.path("trained_models/CartPole-v1.json");
+    std::fs::write(path, serde_json::to_string_pretty(&json).unwrap()).unwrap();
+}
+
+/// A resumed --save-max run none of whose games matches the recorded best keeps the
+/// best weights it started from: the model file is unchanged and its sidecar still
+/// records that best (the best is raised beyond CartPole's 500, and the resumed run
+/// trains at --lr 1, so nothing it plays can match it). It used to save its latest
+/// weights over them.
+#[test]
+fn save_max_keeps_the_best_weights_across_a_resume() {
+    let scratch = Scratch::new("save-max-resume");
+    let run = scratch.a3g_owned(&small_cartpole(&["--save-max", "--max-steps", "2000"]));
+    assert!(run.status.success(), "{}", run.stderr);
+    edit_sidecar(&scratch, |json| json["best_score"] = serde_json::json!(501.0));
+    let model = scratch.path("trained_models/CartPole-v1.safetensors");
+    let best = std::fs::read(&model).unwrap();
+    let resumed = scratch.a3g_owned(&small_cartpole(&[
+        "--load",
+        "--save-max",
+        "--lr",
+        "1",
+        "--max-steps",
+        "6000",
+    ]));
+    assert!(resumed.status.success(), "{}", resumed.stderr);
+    assert!(
+        resumed.stdout.contains("holds the best test game's weights (score 501)"),
+        "{}",
+        resumed.stdout
+    );
+    assert_eq!(std::fs::read(&model).unwrap(), best, "the best weights were replaced");
+    assert_eq!(sidecar_json(&scratch)["best_score"], 501.0);
+    assert!(saved_agent_steps(&scratch.path("trained_models/CartPole-v1.json")) >= 2000);
+}
+
+/// --stop-at-mean stops only on weights that met the target over --confirm-games
+/// more games of their own, and says so; the last lines of the log are those games.
+#[test]
+fn stop_at_mean_confirms_the_weights_it_saves() {
+    let scratch = Scratch::new("stop-confirmed");
+    let run = scratch.a3g_owned(&small_cartpole(&[
+        "--stop-at-mean",
+        "9",
+        "--confirm-games",
+        "4",
+        "--max-steps",
+        "500000",
+    ]));
+    assert!(run.status.success(), "{}", run.stderr);
+    let lines: Vec<&str> = run.stdout.lines().collect();
+    let confirmed = lines
+        .iter()
+        .position(|line| line.starts_with("confirmed: the weights scored a mean of "))
+        .unwrap_or_else(|| panic!("no confirmation: {}", run.stdout));
+    let mean: f64 = lines[confirmed]["confirmed: the weights scored a mean of ".len()..]
+        .split(' ')
+        .next()
+        .and_then(|mean| mean.parse().ok())
+        .unwrap();
+    assert!(mean >= 9.0, "{}", lines[confirmed]);
+    assert!(lines[confirmed].contains("over 4 games"));
+    let asked = lines[..confirmed]
+        .iter()
+        .rposition(|line| line.contains("now play 4 more games to confirm it"))
+        .expect("the confirmation was announced");
+    let games = lines[asked..confirmed].iter().filter(|line| line.starts_with("Time ")).count();
+    assert!(games >= 4, "{games} games between the announcement and the confirmation");
+    assert!(run.stdout.contains("reached --stop-at-mean: saved the confirmed weights"));
+}
+
+/// --load takes the model's dimensions from the checkpoint (trained here with
+/// --hidden-size 64, not the default 512) and refuses a flag that contradicts them.
+#[test]
+fn a_resumed_run_takes_the_checkpoints_dimensions() {
+    let scratch = Scratch::new("resume-dimensions");
+    let train = ["train", "--env", "CartPole-v1", "--workers", "1"];
+    let run = scratch.a3g(&[&train[..], &["--hidden-size", "64", "--max-steps", "300"]].concat());
+    assert!(run.status.success(), "{}", run.stderr);
+    let resumed = scratch.a3g(&[&train[..], &["--load", "--max-steps", "600"]].concat());
+    assert!(resumed.status.success(), "{}", resumed.stderr);
+    assert!(saved_agent_steps(&scratch.path("trained_models/CartPole-v1.json")) >= 600);
+    let line = assert_one_line_error(
+        &scratch.a3g(&[&train[..], &["--load", "--hidden-size", "32"]].concat()),
+    );
+    assert!(line.contains("--hidden-size 32") && line.contains("hidden size of 64"), "{line}");
+    let line = assert_one_line_error(&scratch.a3g(&[&train[..], &["--load", "--lstm"]].concat()));
+    assert!(line.contains("--lstm") && line.contains("no LSTM cell"), "{line}");
+}
+
+/// A sidecar whose counters leave no room to go on (edited to 2^53 agent steps) is
+/// refused at the first --load, on one line naming the counter, instead of being
+/// resumed into counters that no later --load accepts.
+#[test]
+fn counters_beyond_a_real_run_are_refused_at_the_first_load() {
+    let scratch = Scratch::new("huge-counters");
+    let run = scratch.a3g_owned(&small_cartpole(&["--max-steps", "200"]));
+    assert!(run.status.success(), "{}", run.stderr);
+    edit_sidecar(&scratch, |json| {
+        json["counters"]["agent_steps"] = serde_json::json!(1u64 << 53);
+    });
+    let line =
+        assert_one_line_error(&scratch.a3g_owned(&small_cartpole(&["--load", "--max-steps", "1"])));
+    assert!(line.contains("agent_steps") && line.contains("beyond any real run"), "{line}");
+}
+
+/// A game log that stops taking writes (a file-size limit, failing as a full disk
+/// does) costs the log only: a3g warns once, trains on to --max-steps and writes the
+/// final checkpoint. It used to stop with a few agent steps saved.
+#[test]
+fn a_failing_game_log_does_not_stop_training() {
+    let scratch = Scratch::new("log-full");
+    std::fs::create_dir_all(scratch.path("logs")).unwrap();
+    // 60 KB of earlier lines under a 64 KB limit: the run's arguments fit, and its
+    // game lines soon do not.
+    let filler = "an earlier run's line\n".repeat(60 * 1024 / 22);
+    std::fs::write(scratch.path("logs/CartPole-v1_log"), filler).unwrap();
+    let flags = small_cartpole(&["--max-steps", "3000", "--save-interval", "0"]);
+    let command = format!(
+        "trap '' XFSZ; ulimit -f 64; exec {} {}",
+        env!("CARGO_BIN_EXE_a3g"),
+        flags.join(" ")
+    );
+    let output = Command::new("bash")
+        .args(["-c", &command])
+        .current_dir(scratch.path("."))
+        .env_remove("RUST_BACKTRACE")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    let warnings: Vec<&str> =
+        stderr.lines().filter(|line| line.contains("without the game log")).collect();
+    assert_eq!(warnings.len(), 1, "{stderr}");
+    assert!(warnings[0].contains("logs/CartPole-v1_log"), "{stderr}");
+    assert!(saved_agent_steps(&scratch.path("trained_models/CartPole-v1.json")) >= 3000);
+}
+
+/// Worker counts and settings that the machine cannot hold are refused on one line
+/// before anything is built: a trillion workers (either trainer) and unshared
+/// optimizer statistics for hundreds of workers of a big model.
+#[test]
+fn runs_too_big_for_the_machine_are_refused() {
+    let scratch = Scratch::new("too-big");
+    for trainer in ["a3c", "ga3c"] {
+        let started = std::time::Instant::now();
+        let line = assert_one_line_error(&scratch.a3g(&[
+            "train",
+            "--env",
+            "PongDeterministic-v4",
+            "--trainer",
+            trainer,
+            "--workers",
+            "1000000000000",
+        ]));
+        assert!(
+            line.contains("--workers 1000000000000") && line.contains("pick at most"),
+            "{line}"
+        );
+        assert!(started.elapsed().as_secs() < 20, "{trainer} took {:?}", started.elapsed());
+    }
+    let line = assert_one_line_error(&scratch.a3g(&[
+        "train",
+        "--env",
+        "CartPole-v1",
+        "--workers",
+        "200",
+        "--hidden-size",
+        "10000",
+        "--shared-optimizer",
+        "false",
+    ]));
+    assert!(
+        line.contains("--shared-optimizer false") && line.contains("199 more copies"),
+        "{line}"
+    );
+    assert!(!scratch.path("trained_models").exists(), "nothing written before the checks");
+}
