@@ -11,8 +11,9 @@ use tch::{nn, Device};
 use crate::checkpoint::SavedCounters;
 use crate::cli::{TrainArgs, TrainerName};
 use crate::config::{MemoryPlan, TrainConfig};
+use crate::console;
 use crate::error::{Error, Result};
-use crate::model::ActorCritic;
+use crate::model::{ActorCritic, Body};
 use crate::monitor::{Monitor, RunningTrainer};
 use crate::shared::SharedModel;
 use crate::test_agent::{EpisodeStats, TestAgent};
@@ -42,6 +43,17 @@ pub fn run(args: &TrainArgs) -> Result<()> {
         }
     };
     let _save_dir = config.claim_save_dir(plan)?;
+    if config.spec.body == Body::AtariLstm
+        && args.model.is_none()
+        && !args.load
+        && config.devices.iter().all(|device| *device == Device::Cpu)
+    {
+        console::warn(
+            "note: on CPU cores the default network (the reference's a3clstm) is slow: two cores trained \
+             Pong with it at 236 agent steps/s, and with --model universe at 1,313 (A3C) to 2,274 (--trainer \
+             ga3c), whose first 18+ game came 7.7-13.8 minutes in (docs/benchmarks.md); pass --model to choose",
+        );
+    }
 
     tch::set_num_threads(1);
     tch::manual_seed(args.seed as i64);

@@ -241,3 +241,22 @@ fn unshared_optimizer_statistics_are_saved_stepped() {
     assert!(run.status.success(), "{}", run.stderr);
     assert!(!run.stderr.contains("start afresh"), "{}", run.stderr);
 }
+
+/// An Atari run on CPU cores with the default network is told, in one note on stderr,
+/// that --model universe trains several times faster there; one that chose its
+/// network is not.
+#[test]
+fn cpu_atari_runs_hear_about_the_universe_network() {
+    let scratch = Scratch::new("universe-note");
+    let pong = ["train", "--env", "PongDeterministic-v4", "--workers", "1", "--max-steps", "1"];
+    let run = scratch.a3g(&[&pong[..], &["--save-model-dir", "default"]].concat());
+    assert!(run.status.success(), "{}", run.stderr);
+    let notes: Vec<&str> =
+        run.stderr.lines().filter(|line| line.contains("--model universe")).collect();
+    assert_eq!(notes.len(), 1, "{}", run.stderr);
+    assert!(notes[0].starts_with("note: ") && notes[0].contains("agent steps/s"), "{}", notes[0]);
+    let chosen = ["--model", "universe", "--save-model-dir", "chosen"];
+    let run = scratch.a3g(&[&pong[..], &chosen[..]].concat());
+    assert!(run.status.success(), "{}", run.stderr);
+    assert!(!run.stderr.contains("--model universe"), "{}", run.stderr);
+}
