@@ -260,3 +260,41 @@ fn cpu_atari_runs_hear_about_the_universe_network() {
     assert!(run.status.success(), "{}", run.stderr);
     assert!(!run.stderr.contains("--model universe"), "{}", run.stderr);
 }
+
+/// A fixed-seed single-worker CartPole run trains the same weights as it did when the
+/// fixture was written (2026-11-26, before the redesign of configs, trainers and
+/// threads): one worker's updates come in one order, so the same code gives the same
+/// weights, and a refactor that changes what training does shows here. The tolerance
+/// allows only rounding: a CPU with other vector units may sum in another order.
+#[test]
+fn a_fixed_seed_run_trains_the_recorded_weights() {
+    let scratch = Scratch::new("recorded-weights");
+    let run = scratch.a3g(&[
+        "train",
+        "--env",
+        "CartPole-v1",
+        "--workers",
+        "1",
+        "--hidden-size",
+        "16",
+        "--seed",
+        "3",
+        "--max-steps",
+        "3000",
+    ]);
+    assert!(run.status.success(), "{}", run.stderr);
+    let fixture = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/cartpole_seed3_3000_steps.safetensors"
+    );
+    let recorded = tch::Tensor::read_safetensors(fixture).expect("the fixture");
+    let trained =
+        tch::Tensor::read_safetensors(scratch.path("trained_models/CartPole-v1.safetensors"))
+            .expect("the trained model");
+    assert_eq!(recorded.len(), trained.len());
+    for (name, expected) in &recorded {
+        let (_, actual) = trained.iter().find(|(other, _)| other == name).expect(name);
+        let gap = (actual - expected).abs().max().double_value(&[]);
+        assert!(gap <= 1e-5, "{name} differs by {gap}");
+    }
+}
