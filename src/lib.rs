@@ -42,6 +42,8 @@ pub mod env;
 pub mod envs;
 pub mod error;
 pub mod eval;
+#[cfg(test)]
+mod fuzz;
 pub mod ga3c;
 pub mod game_log;
 pub mod gif;
