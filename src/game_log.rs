@@ -48,9 +48,14 @@ impl GameLog {
         Ok(log)
     }
 
-    /// Appends one line.
+    /// Appends one line, whole. Two runs may share a log (one --log-dir, two save
+    /// folders): `writeln!` writes the text and its newline in separate calls, between
+    /// which the other run's line landed, fusing the two. One `write` of the line with
+    /// its newline, on a file opened for appending, goes to the end of the file in one
+    /// piece on local file systems, so lines of several runs interleave but stay whole.
     pub fn write_line(&mut self, line: &str) -> Result<()> {
-        writeln!(self.file, "{line}").map_err(|source| Error::Io {
+        let whole = format!("{line}\n");
+        self.file.write_all(whole.as_bytes()).map_err(|source| Error::Io {
             action: "write the log",
             path: self.path.clone(),
             cause: source,
@@ -70,4 +75,44 @@ pub fn game_line(finished_at: Duration, reward: f64, length: u64, mean: f64) -> 
 pub fn clock(elapsed: Duration) -> String {
     let seconds = elapsed.as_secs();
     format!("{:02}h {:02}m {:02}s", seconds / 3600, seconds / 60 % 60, seconds % 60)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Two logs open on one file, as two runs with one --log-dir have, each written
+    /// from its own thread: every line in the file is one of the lines written, whole.
+    #[test]
+    fn lines_of_two_writers_stay_whole() {
+        let path = std::env::temp_dir().join(format!("a3g-unit-shared-log-{}", std::process::id()));
+        let _ = fs::remove_file(&path);
+        let args = serde_json::json!({});
+        let lines = 20_000;
+        let writers: Vec<_> = ["a", "b"]
+            .map(|run| {
+                let mut log = GameLog::append(&path, &args, "").unwrap();
+                std::thread::spawn(move || {
+                    for game in 0..lines {
+                        let line = game_line(Duration::from_secs(game), game as f64, 1, 0.0);
+                        log.write_line(&format!("{run} {line}")).unwrap();
+                    }
+                })
+            })
+            .into();
+        for writer in writers {
+            writer.join().unwrap();
+        }
+        let text = fs::read_to_string(&path).unwrap();
+        fs::remove_file(&path).unwrap();
+        let written: Vec<&str> = text.lines().filter(|line| !line.is_empty()).collect();
+        assert_eq!(written.len(), 2 * lines as usize, "lines fused");
+        for line in written {
+            let game_line = line.split_once(' ').map_or("", |(_, rest)| rest);
+            assert!(
+                line.matches("Time ").count() == 1 && game_line.starts_with("Time "),
+                "fused: {line}"
+            );
+        }
+    }
 }
