@@ -325,6 +325,11 @@ impl CheckpointWriter {
                         path: previous.clone(),
                         cause: source,
                     })?;
+                // A kill between this loop and the renames below leaves the previous
+                // set linked to the current one; renaming a link over another link
+                // of the same file does nothing (POSIX), which left the temporary,
+                // so it is removed here (where the rename moved it, nothing is).
+                let _ = fs::remove_file(temporary(previous));
             }
         }
         for path in self.current.all() {
@@ -974,6 +979,34 @@ mod tests {
         let kept = read_set(&previous, Purpose::Resume).unwrap();
         assert_eq!(first_value(&kept.model), 1.0);
         assert_eq!(first_value(&load(&dir, "CartPole-v1").unwrap().model), 4.0);
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// A kill after the previous set was linked to the current one and before the new
+    /// files were renamed leaves both names on the same files; the next save keeps the
+    /// current set as the previous one and leaves no temporary behind (rename(2) of a
+    /// link onto the same file does nothing, and the temporaries stayed).
+    #[test]
+    fn a_save_after_a_kill_between_renames_leaves_no_temporaries() {
+        let dir = scratch("linked");
+        let mut writer = CheckpointWriter::new(&dir, "CartPole-v1").unwrap();
+        save_generation(&mut writer, 1.0, 0.5).unwrap();
+        let current = CheckpointFiles::new(&dir, "CartPole-v1");
+        let previous = CheckpointFiles::previous(&dir, "CartPole-v1");
+        for (current, previous) in current.all().into_iter().zip(previous.all()) {
+            let _ = fs::remove_file(&previous);
+            fs::hard_link(&current, &previous).unwrap();
+        }
+        let mut writer = CheckpointWriter::new(&dir, "CartPole-v1").unwrap();
+        save_generation(&mut writer, 2.0, 0.5).unwrap();
+        let names: Vec<String> = fs::read_dir(&dir)
+            .unwrap()
+            .filter_map(|entry| entry.ok())
+            .map(|entry| entry.file_name().to_string_lossy().into_owned())
+            .collect();
+        assert!(names.iter().all(|name| !name.contains(".tmp")), "{names:?}");
+        assert_eq!(first_value(&read_set(&previous, Purpose::Resume).unwrap().model), 1.0);
+        assert_eq!(first_value(&load(&dir, "CartPole-v1").unwrap().model), 2.0);
         fs::remove_dir_all(&dir).unwrap();
     }
 
