@@ -1,17 +1,20 @@
-//! What `a3g train`'s flags come to once checked, shared by both trainers: the
-//! devices, the environments' options, the model, the optimizer and the loss; and the
-//! checks that must pass before any thread starts or any file is touched.
+//! What the flags of `a3g train` and `a3g eval` come to once checked: owned, typed
+//! settings made here, once, before any thread starts or any file is touched. Nothing
+//! past this module reads the flags: the environments (one `make(rank)` for workers,
+//! agents, the test agent and eval, seeds derived there), the model, the optimizer
+//! and the loss, each trainer's own settings, and what the monitor watches for.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::thread;
+use std::time::Duration;
 
 use tch::Device;
 
 use crate::checkpoint::{self, Checkpoint, FolderLock, Sidecar};
-use crate::cli::{ModelName, OptimizerName, TrainArgs};
+use crate::cli::{EnvArgs, EvalArgs, Ga3cArgs, ModelName, OptimizerName, TrainArgs, TrainerName};
 use crate::console;
 use crate::device;
-use crate::env::{self, CropTable, Env, Screen};
+use crate::env::{self, CropTable, Env, EnvOptions, Screen};
 use crate::error::{Error, Result};
 use crate::model::{Body, ModelSpec};
 use crate::rollout::{LossConfig, RewardShaping};
@@ -21,33 +24,186 @@ use crate::shared_optim::OptimizerKind;
 /// greedy play only measures progress, while every core it takes slows training.
 const ATARI_TEST_SHARE: f64 = 0.1;
 
-/// A training run's settings, validated.
-pub struct TrainConfig<'a> {
-    pub args: &'a TrainArgs,
+/// How a run's environments are made: one id and options, and a seed per rank.
+#[derive(Clone, Debug)]
+pub struct EnvConfig {
+    pub id: String,
+    /// Every option but the seed, which [`EnvConfig::make`] sets per rank.
+    options: EnvOptions,
+    /// `--seed`: rank r plays with seed + r.
+    base_seed: u64,
+    /// Agent steps after which a game is cut (`--max-episode-length`).
+    pub max_episode_length: u32,
+}
+
+impl EnvConfig {
+    fn new(args: &EnvArgs, base_seed: u64, screen: Screen) -> Result<Self> {
+        let crops = CropTable::from_flag(args.env_config.as_deref())?;
+        Ok(EnvConfig {
+            id: args.env.clone(),
+            options: args.options(&crops, base_seed, screen),
+            base_seed,
+            max_episode_length: args.max_episode_length,
+        })
+    }
+
+    /// The seed of rank `rank`: `--seed + rank`.
+    pub fn seed(&self, rank: usize) -> u64 {
+        self.base_seed.wrapping_add(rank as u64)
+    }
+
+    /// The environment of rank `rank`. Training gives workers (or agents) ranks from 0
+    /// and the test agent rank `workers`; eval plays rank 0.
+    pub fn make(&self, rank: usize) -> Result<Box<dyn Env>> {
+        env::make(&self.id, &EnvOptions { seed: self.seed(rank), ..self.options.clone() })
+    }
+
+    /// The same environments with Atari screens prepared as `screen`.
+    fn with_screen(&self, screen: Screen) -> Self {
+        EnvConfig { options: EnvOptions { screen, ..self.options.clone() }, ..self.clone() }
+    }
+}
+
+/// A3C's own settings.
+#[derive(Clone, Debug)]
+pub struct A3cConfig {
+    /// Rollout lengths handed to workers round-robin (`--num-steps`, or
+    /// `--distributed-step-size`'s list).
+    rollout_lengths: Vec<u32>,
+}
+
+impl A3cConfig {
+    /// Agent steps per rollout of worker `rank`.
+    pub fn num_steps(&self, rank: usize) -> u32 {
+        self.rollout_lengths[rank % self.rollout_lengths.len()]
+    }
+}
+
+/// GA3C's own settings, checked against each other.
+#[derive(Clone, Debug)]
+pub struct Ga3cConfig {
+    /// Agent steps per segment.
+    pub num_steps: u32,
+    pub predictors: usize,
+    pub trainers: usize,
+    pub predict_min_batch: usize,
+    pub predict_batch: usize,
+    pub predict_timeout: Duration,
+    pub train_batch: usize,
+    pub max_policy_lag: u64,
+    /// `--autotune`'s window, when it is on.
+    pub autotune_window: Option<Duration>,
+}
+
+impl Ga3cConfig {
+    fn new(args: &TrainArgs) -> Result<Self> {
+        let Ga3cArgs {
+            predictors,
+            trainers,
+            predict_batch,
+            predict_min_batch,
+            predict_timeout_us,
+            train_batch,
+            max_policy_lag,
+            autotune,
+            autotune_window,
+        } = args.ga3c;
+        if predict_min_batch > predict_batch {
+            return Err(Error::BadArguments(format!(
+                "--predict-min-batch {predict_min_batch} is above --predict-batch {predict_batch}; a predictor could \
+                 never fill it"
+            )));
+        }
+        if !args.distributed_step_size.is_empty() {
+            return Err(Error::BadArguments(
+                "--distributed-step-size is A3C's; GA3C's agents all play segments of --num-steps"
+                    .into(),
+            ));
+        }
+        Ok(Ga3cConfig {
+            num_steps: args.num_steps,
+            predictors: predictors as usize,
+            trainers: trainers as usize,
+            predict_min_batch: predict_min_batch as usize,
+            predict_batch: predict_batch as usize,
+            predict_timeout: Duration::from_micros(predict_timeout_us),
+            train_batch: train_batch as usize,
+            max_policy_lag,
+            autotune_window: autotune.then(|| Duration::from_secs_f64(autotune_window)),
+        })
+    }
+}
+
+/// The trainer a run uses, with its own settings.
+#[derive(Clone, Debug)]
+pub enum TrainerConfig {
+    A3c(A3cConfig),
+    Ga3c(Ga3cConfig),
+}
+
+/// Where a run's checkpoints and logs go, and what ends it: what the monitor needs.
+#[derive(Clone, Debug)]
+pub struct RunConfig {
+    /// Whether the run goes on from a checkpoint (`--load`).
+    pub resumed: bool,
+    pub save_model_dir: PathBuf,
+    /// Keep the best test game's weights (`--save-max`).
+    pub save_max: bool,
+    /// Least time between checkpoints after test games.
+    pub save_interval: Duration,
+    /// The test agent's game log, `<log-dir>/<env>_log`.
+    pub log_path: PathBuf,
+    /// TensorBoard's runs folder, when it is on.
+    pub tensorboard_dir: Option<PathBuf>,
+    /// Agent steps at which the run stops: --max-steps, and never past
+    /// [`checkpoint::RUN_STEP_LIMIT`].
+    pub step_budget: u64,
+    pub max_time: Option<Duration>,
+    pub stop_at_mean: Option<f64>,
+    pub confirm_games: usize,
+    pub status_interval: Duration,
+}
+
+/// A training run's settings, checked.
+pub struct TrainConfig {
+    pub env: EnvConfig,
     /// Workers (A3C) or agents (GA3C): one environment each.
     pub workers: usize,
     pub devices: Vec<Device>,
     pub cores: usize,
+    pub seed: u64,
     pub spec: ModelSpec,
     /// The shape of one observation, as the model takes it.
     pub observation_shape: Vec<i64>,
     pub optimizer: OptimizerKind,
+    pub lr: f64,
+    /// Whether workers (A3C) or trainers (GA3C) share the optimizer's statistics.
+    pub shared_optimizer: bool,
     pub loss: LossConfig,
     pub rewards: RewardShaping,
+    pub trainer: TrainerConfig,
+    pub run: RunConfig,
     /// Share of one core the test agent may take.
     pub test_share: f64,
+    /// Whether a GPU is waited for at each phase boundary (`--profile-phases`).
+    pub profile_phases: bool,
     /// The checkpoint --load resumes, read and checked before anything starts; the
     /// model's dimensions are its.
     pub resume: Option<Checkpoint>,
-    /// How Atari screens become observations, as the model wants them.
-    screen: Screen,
-    crops: CropTable,
+    /// What to tell the user once the run is known to start (stderr notes).
+    pub notes: Vec<String>,
+    /// The flags as given, for the game log's header and the sidecar: a record of
+    /// the run, which nothing reads back to decide anything.
+    pub arguments: serde_json::Value,
+    /// Whether a model already in the save folder may be replaced: by this run's own
+    /// resumed model, or with --overwrite.
+    may_replace: bool,
 }
 
-impl<'a> TrainConfig<'a> {
+impl TrainConfig {
     /// Checks the flags and makes the test agent's environment (from which the model
     /// is sized), so that a bad id or crop file is reported before training begins.
-    pub fn new(args: &'a TrainArgs) -> Result<(Self, Box<dyn Env>)> {
+    pub fn new(args: &TrainArgs) -> Result<(Self, Box<dyn Env>)> {
         let cores = thread::available_parallelism().map_or(1, |n| n.get());
         let workers = args.workers.unwrap_or(cores);
         if workers == 0 {
@@ -56,18 +212,25 @@ impl<'a> TrainConfig<'a> {
             ));
         }
         let devices = device::select_list(&args.gpu_ids)?;
-        let crops = CropTable::from_flag(args.environment.env_config.as_deref())?;
-        let env_id = &args.environment.env;
-        let test_seed = args.seed.wrapping_add(workers as u64);
+        let trainer = match args.trainer {
+            TrainerName::A3c => TrainerConfig::A3c(A3cConfig {
+                rollout_lengths: if args.distributed_step_size.is_empty() {
+                    vec![args.num_steps]
+                } else {
+                    args.distributed_step_size.clone()
+                },
+            }),
+            TrainerName::Ga3c => TrainerConfig::Ga3c(Ga3cConfig::new(args)?),
+        };
         let flag_screen = args.model.unwrap_or(ModelName::A3cLstm).screen();
+        let mut env = EnvConfig::new(&args.environment, args.seed, flag_screen)?;
         // Made before the checkpoint is read, so that an unknown id is reported as such
         // rather than as a missing checkpoint; remade if the checkpoint's model wants
         // another screen.
-        let mut test_env =
-            env::make(env_id, &args.environment.options(&crops, test_seed, flag_screen))?;
+        let mut test_env = env.make(workers)?;
         let resume = if args.load {
-            let checkpoint = checkpoint::load(&args.load_model_dir, env_id)?;
-            checkpoint.sidecar.check_env(&checkpoint.files.sidecar, env_id)?;
+            let checkpoint = checkpoint::load(&args.load_model_dir, &env.id)?;
+            checkpoint.sidecar.check_env(&checkpoint.files.sidecar, &env.id)?;
             checkpoint.sidecar.check_resumable(&checkpoint.files.sidecar)?;
             Some(checkpoint)
         } else {
@@ -78,7 +241,8 @@ impl<'a> TrainConfig<'a> {
             None => flag_screen,
         };
         if screen != flag_screen {
-            test_env = env::make(env_id, &args.environment.options(&crops, test_seed, screen))?;
+            env = env.with_screen(screen);
+            test_env = env.make(workers)?;
         }
         let spec = match &resume {
             Some(checkpoint) => resumed_spec(args, test_env.as_ref(), &checkpoint.sidecar)?,
@@ -94,17 +258,46 @@ impl<'a> TrainConfig<'a> {
             Body::AtariLstm | Body::Universe => ATARI_TEST_SHARE,
             Body::Mlp { .. } => 1.0,
         });
+        let mut notes = Vec::new();
+        if spec.body == Body::AtariLstm
+            && args.model.is_none()
+            && !args.load
+            && devices.iter().all(|device| *device == Device::Cpu)
+        {
+            notes.push(
+                "note: on CPU cores the default network (the reference's a3clstm) is slow: two cores trained \
+                 Pong with it at 236 agent steps/s, and with --model universe at 1,313 (A3C) to 2,274 (--trainer \
+                 ga3c), whose first 18+ game came 7.7-13.8 minutes in (docs/benchmarks.md); pass --model to choose"
+                    .to_string(),
+            );
+        }
+        let resuming_here = args.load && same_folder(&args.load_model_dir, &args.save_model_dir);
+        let run = RunConfig {
+            resumed: args.load,
+            save_model_dir: args.save_model_dir.clone(),
+            save_max: args.save_max,
+            save_interval: Duration::from_secs_f64(args.save_interval),
+            log_path: args.log_dir.join(format!("{}_log", env.id.replace('/', "_"))),
+            tensorboard_dir: args.tensorboard_logger.then(|| args.tensorboard_dir.clone()),
+            step_budget: args.max_steps.unwrap_or(u64::MAX).min(checkpoint::RUN_STEP_LIMIT),
+            max_time: args.max_time.as_ref().map(|max| max.duration()),
+            stop_at_mean: args.stop_at_mean,
+            confirm_games: args.confirm_games as usize,
+            status_interval: Duration::from_secs_f64(args.status_interval.max(0.1)),
+        };
         let config = TrainConfig {
-            args,
             workers,
             devices,
             cores,
+            seed: args.seed,
             spec,
             observation_shape: test_env.observation_shape().to_vec(),
             optimizer: match args.optimizer {
                 OptimizerName::Adam => OptimizerKind::Adam { amsgrad: args.amsgrad },
                 OptimizerName::RmsProp => OptimizerKind::RmsProp,
             },
+            lr: args.lr,
+            shared_optimizer: args.shared_optimizer,
             loss: LossConfig {
                 gamma: args.gamma,
                 tau: args.tau,
@@ -112,23 +305,24 @@ impl<'a> TrainConfig<'a> {
                 value_coef: args.value_coef,
             },
             rewards: RewardShaping { scale: args.reward_scale, clip: args.reward_clip.0 },
+            trainer,
+            run,
             test_share,
+            profile_phases: args.profile_phases,
             resume,
-            screen,
-            crops,
+            notes,
+            // Plain data (paths are written lossily), so this cannot fail in practice.
+            arguments: serde_json::to_value(args).unwrap_or_default(),
+            may_replace: args.overwrite || resuming_here,
+            env,
         };
         Ok((config, test_env))
     }
 
-    /// The environment of worker (or agent) `rank`, seeded `--seed + rank`; the test
-    /// agent's is rank `workers`.
+    /// The environment of worker (or agent) `rank`; the test agent's is rank
+    /// `workers`.
     pub fn make_env(&self, rank: usize) -> Result<Box<dyn Env>> {
-        let options = self.args.environment.options(
-            &self.crops,
-            self.args.seed.wrapping_add(rank as u64),
-            self.screen,
-        );
-        env::make(&self.args.environment.env, &options)
+        self.env.make(rank)
     }
 
     /// Claims the save folder: checks that the run fits in memory as `plan` lays it
@@ -137,10 +331,12 @@ impl<'a> TrainConfig<'a> {
     /// returned value lives.
     pub fn claim_save_dir(&self, plan: MemoryPlan) -> Result<FolderLock> {
         check_memory(&self.spec, plan, self.workers)?;
-        let dir = &self.args.save_model_dir;
+        let dir = &self.run.save_model_dir;
         // The folder is held before anything in it is read or written.
-        let lock = checkpoint::lock_folder(dir, &self.args.environment.env)?;
-        refuse_to_replace(self.args)?;
+        let lock = checkpoint::lock_folder(dir, &self.env.id)?;
+        if !self.may_replace {
+            refuse_to_replace(dir, &self.env.id)?;
+        }
         let removed = checkpoint::remove_stale_temporaries(dir);
         if removed > 0 {
             console::warn(&format!(
@@ -149,6 +345,53 @@ impl<'a> TrainConfig<'a> {
             ));
         }
         Ok(lock)
+    }
+}
+
+/// `a3g eval`'s settings, checked.
+pub struct EvalConfig {
+    pub env: EnvConfig,
+    pub device: Device,
+    pub load_model_dir: PathBuf,
+    pub num_episodes: u32,
+    /// The evaluator's game log, `<log-dir>/<env>_mon_log`.
+    pub log_path: PathBuf,
+    /// Where recordings go, with `--render`.
+    pub record_dir: Option<PathBuf>,
+    /// Record every this many games.
+    pub render_freq: u32,
+    /// Print only a JSON summary on stdout.
+    pub json: bool,
+    /// The flags as given, for the game log's header.
+    pub arguments: serde_json::Value,
+}
+
+impl EvalConfig {
+    /// Checks the flags; the environment is made, screen and all, once the checkpoint
+    /// says which network it holds.
+    pub fn new(args: &EvalArgs) -> Result<Self> {
+        let device = device::select(args.gpu_id)?;
+        let env = EnvConfig::new(&args.environment, args.seed, Screen::Gray80)?;
+        let stem = env.id.replace('/', "_");
+        let record_dir = args.render.then(|| {
+            args.record_dir.clone().unwrap_or_else(|| args.log_dir.join(format!("{stem}_games")))
+        });
+        Ok(EvalConfig {
+            device,
+            load_model_dir: args.load_model_dir.clone(),
+            num_episodes: args.num_episodes,
+            log_path: args.log_dir.join(format!("{stem}_mon_log")),
+            record_dir,
+            render_freq: args.render_freq,
+            json: args.json,
+            arguments: serde_json::to_value(args).unwrap_or_default(),
+            env,
+        })
+    }
+
+    /// The environments with Atari screens prepared as the checkpoint's network wants.
+    pub fn with_screen(self, screen: Screen) -> Self {
+        EvalConfig { env: self.env.with_screen(screen), ..self }
     }
 }
 
@@ -208,17 +451,12 @@ fn model_flag(model: ModelName) -> String {
 
 /// Refuses a run that would replace a model it did not start from: a fresh run, or
 /// one resumed from another folder, aimed at a folder that already holds a checkpoint
-/// of its env, unless --overwrite says so.
-fn refuse_to_replace(args: &TrainArgs) -> Result<()> {
-    if args.overwrite {
-        return Ok(());
-    }
-    let env = &args.environment.env;
-    let resuming_here = args.load && same_folder(&args.load_model_dir, &args.save_model_dir);
-    let files = checkpoint::CheckpointFiles::new(&args.save_model_dir, env);
-    let previous = checkpoint::CheckpointFiles::previous(&args.save_model_dir, env);
-    if !resuming_here && (files.any_exists() || previous.any_exists()) {
-        return Err(Error::ExistingCheckpoint { path: files.model, env: env.clone() });
+/// of its env (called unless --overwrite says so).
+fn refuse_to_replace(dir: &Path, env: &str) -> Result<()> {
+    let files = checkpoint::CheckpointFiles::new(dir, env);
+    let previous = checkpoint::CheckpointFiles::previous(dir, env);
+    if files.any_exists() || previous.any_exists() {
+        return Err(Error::ExistingCheckpoint { path: files.model, env: env.to_string() });
     }
     Ok(())
 }

@@ -131,9 +131,25 @@ pub enum Error {
     /// A flag value or combination that cannot work.
     #[error("{0}")]
     BadArguments(String),
-    /// A training thread failed.
+    /// Training cannot go on (a diverged model).
     #[error("{0}")]
     Training(String),
+    /// A thread of the run failed: its name, and why.
+    #[error("{thread}: {cause}")]
+    Thread {
+        /// The thread's name ("test agent", "predictor 0", "worker 3").
+        thread: String,
+        /// Its error, reported as part of this one.
+        cause: Box<Error>,
+    },
+    /// A thread of the run panicked: a bug, not the user's doing.
+    #[error("{thread} panicked ({message}); this is a bug in a3g, please report it with the command that ran")]
+    Panic {
+        /// The thread's name.
+        thread: String,
+        /// The panic's message.
+        message: String,
+    },
     /// libtorch reported an error; its first line is kept (the rest is a C++ trace).
     #[error("libtorch failed: {}", .0.to_string().lines().next().unwrap_or_default())]
     Torch(tch::TchError),

@@ -11,9 +11,9 @@ use tch::nn;
 
 use crate::checkpoint;
 use crate::cli::EvalArgs;
+use crate::config::EvalConfig;
 use crate::console;
-use crate::device;
-use crate::env::{self, CropTable, Env, Screen};
+use crate::env::{Env, Screen};
 use crate::error::{Error, Result};
 use crate::game_log::{self, GameLog};
 use crate::gif::GifWriter;
@@ -42,17 +42,17 @@ pub struct Summary {
 
 /// Runs `a3g eval`.
 pub fn run(args: &EvalArgs) -> Result<()> {
-    let device = device::select(args.gpu_id)?;
-    let env_id = &args.environment.env;
-    let crops = CropTable::from_flag(args.environment.env_config.as_deref())?;
+    let config = EvalConfig::new(args)?;
     // Made once with the default screen so that an unknown id is reported as such
     // rather than as a missing checkpoint; remade below if the model wants another.
-    let mut env = env::make(env_id, &args.environment.options(&crops, args.seed, Screen::Gray80))?;
+    let mut env = config.env.make(0)?;
+    let env_id = config.env.id.clone();
     // A model without a sidecar (PyTorch's) is checked by its shapes alone.
-    let (path, tensors) = checkpoint::load_model(&args.load_model_dir, env_id)?;
+    let (path, tensors) = checkpoint::load_model(&config.load_model_dir, &env_id)?;
     let screen = checkpoint::implied_screen(&tensors);
+    let config = config.with_screen(screen);
     if screen != Screen::Gray80 {
-        env = env::make(env_id, &args.environment.options(&crops, args.seed, screen))?;
+        env = config.env.make(0)?;
     }
     let (hidden_size, lstm) = checkpoint::implied_architecture(&path, &tensors)?;
     let spec = ModelSpec::for_env(env.observation_shape(), env.action_space(), hidden_size, lstm);
@@ -61,17 +61,15 @@ pub fn run(args: &EvalArgs) -> Result<()> {
     // Before the model is built: the shapes a damaged file implies could ask for terabytes.
     checkpoint::check_shapes(&path, &tensors, &parameter_shapes(&spec), advice)?;
     tch::set_num_threads(1);
+    let device = config.device;
     let vs = nn::VarStore::new(device);
     let model = ActorCritic::new(&vs, &spec);
     checkpoint::copy_matching(&path, &tensors, model.parameters(), advice)?;
 
     let stem = env_id.replace('/', "_");
-    let log_path = args.log_dir.join(format!("{stem}_mon_log"));
-    let mut log = GameLog::append(&log_path, args, "--- a3g eval started here ---")?;
-    let record_dir =
-        args.record_dir.clone().unwrap_or_else(|| args.log_dir.join(format!("{stem}_games")));
-    if args.render {
-        fs::create_dir_all(&record_dir).map_err(|source| Error::Io {
+    let mut log = GameLog::append(&config.log_path, &config.arguments, game_log::EVAL_STARTED)?;
+    if let Some(record_dir) = &config.record_dir {
+        fs::create_dir_all(record_dir).map_err(|source| Error::Io {
             action: "create the recording folder",
             path: record_dir.clone(),
             cause: source,
@@ -79,29 +77,30 @@ pub fn run(args: &EvalArgs) -> Result<()> {
     }
     // With --json, stdout carries only the summary object.
     let say = |line: &str| {
-        if args.json {
+        if config.json {
             console::warn(line);
         } else {
             console::say(line);
         }
     };
-    say(&format!("evaluating {} on {env_id} over {} games", path.display(), args.num_episodes));
+    say(&format!("evaluating {} on {env_id} over {} games", path.display(), config.num_episodes));
 
     let started = Instant::now();
     let (mut rewards, mut lengths, mut recordings) = (Vec::new(), Vec::new(), Vec::new());
-    for episode in 0..args.num_episodes {
-        let mut recorder = if args.render && episode % args.render_freq == 0 {
-            let file = record_dir.join(format!("{stem}_game{:04}.gif", episode + 1));
-            let frame = env.render();
-            Some(GifWriter::create(&file, frame.width, frame.height, env.step_seconds())?)
-        } else {
-            None
+    for episode in 0..config.num_episodes {
+        let mut recorder = match &config.record_dir {
+            Some(record_dir) if episode % config.render_freq == 0 => {
+                let file = record_dir.join(format!("{stem}_game{:04}.gif", episode + 1));
+                let frame = env.render();
+                Some(GifWriter::create(&file, frame.width, frame.height, env.step_seconds())?)
+            }
+            _ => None,
         };
         let (reward, length) = play_greedy_game(
             env.as_mut(),
             &model,
             device,
-            args.environment.max_episode_length,
+            config.env.max_episode_length,
             None,
             |env: &mut dyn Env| match recorder.as_mut() {
                 Some(recorder) => recorder.add(&env.render()),
@@ -122,9 +121,9 @@ pub fn run(args: &EvalArgs) -> Result<()> {
         }
     }
 
-    let summary = summarize(env_id, &path, rewards, lengths, started.elapsed(), recordings);
+    let summary = summarize(&env_id, &path, rewards, lengths, started.elapsed(), recordings);
     let line = summary_line(&summary);
-    if args.json {
+    if config.json {
         // Numbers, strings and lossily written paths: nothing here can fail to serialise.
         console::say(&serde_json::to_string(&summary).unwrap_or_default());
     } else {

@@ -1,6 +1,8 @@
 //! The game logs `a3g train` (`<env>_log`) and `a3g eval` (`<env>_mon_log`) write:
 //! the run's arguments, then one line per game in the reference's wording, so that
-//! scripts written for the reference's logs read ours.
+//! scripts written for the reference's logs read ours. Every kind of line (games,
+//! status lines, the separators between runs) is written and read here only: the
+//! monitor and eval write them, `a3g plot` reads them.
 
 use std::fs::{self, File, OpenOptions};
 use std::io::Write;
@@ -10,6 +12,9 @@ use std::time::Duration;
 use serde::Serialize;
 
 use crate::error::{Error, Result};
+
+/// Test games a game line's `reward mean` is taken over (the reference's 100).
+pub const MEAN_WINDOW: usize = 100;
 
 /// An open game log.
 pub struct GameLog {
@@ -77,9 +82,157 @@ pub fn clock(elapsed: Duration) -> String {
     format!("{:02}h {:02}m {:02}s", seconds / 3600, seconds / 60 % 60, seconds % 60)
 }
 
+/// The separator `a3g train` writes before a fresh run's lines in a log that has some.
+pub const NEW_RUN: &str = "--- a3g train started a new run here ---";
+/// The start of the separator before a resumed (`--load`) run's lines.
+const RESUMED_AT: &str = "--- a3g train resumed here, at ";
+/// The separator `a3g eval` writes before its games.
+pub const EVAL_STARTED: &str = "--- a3g eval started here ---";
+
+/// The separator before a resumed run's lines, which says where its counters start.
+pub fn resumed_separator(agent_steps: u64) -> String {
+    format!("{RESUMED_AT}{agent_steps} agent steps ---")
+}
+
+/// How a status line begins: `[00h 00m 05s] agent steps 1234`; the monitor adds
+/// rates, losses and times after a comma.
+pub fn status_line_start(elapsed: Duration, agent_steps: u64) -> String {
+    format!("[{}{STATUS_MARK}{agent_steps}", clock(elapsed))
+}
+
+/// `--- a3g train resumed here, at N agent steps ---` gives N.
+pub fn resumed_at(line: &str) -> Option<u64> {
+    line.strip_prefix(RESUMED_AT)?.strip_suffix(" agent steps ---")?.parse().ok()
+}
+
+/// How a game line begins, wherever it starts in the line.
+const GAME_MARK: &str = "Time ";
+/// What follows a status line's clock.
+const STATUS_MARK: &str = "] agent steps ";
+
+/// What one log line holds, for plotting.
+#[derive(Debug, PartialEq)]
+pub enum Record {
+    /// A whole game line.
+    Game { clock: Clock, reward: f64 },
+    /// A whole status line.
+    Status { seconds: f64, agent_steps: f64 },
+    /// Begins like a game or status line but is not one whole: cut short, or two
+    /// lines fused into one (whose first line's numbers would read as the whole).
+    Broken,
+    /// Anything else: arguments, notes, separators.
+    None,
+}
+
+/// A game line's clock.
+#[derive(Debug, PartialEq)]
+pub struct Clock {
+    pub seconds: f64,
+    /// Whether it is the Python reference's, which wraps after a day; a3g's runs on.
+    pub wraps_daily: bool,
+}
+
+/// What `line` of a game log holds.
+pub fn record(line: &str) -> Record {
+    match line.matches(GAME_MARK).count() + line.matches(STATUS_MARK).count() {
+        0 => Record::None,
+        1 => read_game_line(line).or_else(|| read_status_line(line)).unwrap_or(Record::Broken),
+        _ => Record::Broken,
+    }
+}
+
+/// `Time 00h 01m 23s, episode reward R, episode length N, reward mean M` and nothing
+/// after it. a3g writes nothing before `Time`; the Python reference's logger writes
+/// `<date> : `.
+fn read_game_line(line: &str) -> Option<Record> {
+    let (prefix, rest) = line.split_once(GAME_MARK)?;
+    let wraps_daily = match prefix {
+        "" => false,
+        _ if prefix.ends_with(" : ") => true,
+        _ => return None,
+    };
+    let (clock, rest) = rest.split_once(", episode reward ")?;
+    let (reward, rest) = rest.split_once(", episode length ")?;
+    let (length, mean) = rest.split_once(", reward mean ")?;
+    let reward = reward.parse::<f64>().ok().filter(|reward| reward.is_finite())?;
+    digits(length)?;
+    mean.parse::<f64>().ok()?;
+    Some(Record::Game { clock: Clock { seconds: clock_seconds(clock)?, wraps_daily }, reward })
+}
+
+/// `[00h 00m 05s] agent steps 1234, ...` gives (5, 1234).
+fn read_status_line(line: &str) -> Option<Record> {
+    let (clock, rest) = line.strip_prefix('[')?.split_once(STATUS_MARK)?;
+    let (agent_steps, _) = rest.split_once(", ").unwrap_or((rest, ""));
+    let agent_steps = digits(agent_steps)? as f64;
+    Some(Record::Status { seconds: clock_seconds(clock)?, agent_steps })
+}
+
+/// `00h 01m 23s` (hours of any length, minutes and seconds of two digits below 60) in
+/// seconds.
+fn clock_seconds(clock: &str) -> Option<f64> {
+    let [hours, minutes, seconds] = clock.split(' ').collect::<Vec<_>>()[..] else {
+        return None;
+    };
+    let hours = digits(hours.strip_suffix('h')?)?;
+    let sixtieths = |field: &str, unit: char| {
+        let field = field.strip_suffix(unit)?;
+        digits(field).filter(|&value| field.len() == 2 && value < 60)
+    };
+    let (minutes, seconds) = (sixtieths(minutes, 'm')?, sixtieths(seconds, 's')?);
+    // In floating point: hours near u64's limit would overflow as seconds in u64.
+    Some(hours as f64 * 3600.0 + (minutes * 60 + seconds) as f64)
+}
+
+/// A number written in decimal digits alone (no sign, no spaces), as a3g writes counts.
+fn digits(text: &str) -> Option<u64> {
+    text.bytes().all(|byte| byte.is_ascii_digit()).then(|| text.parse().ok()).flatten()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Game lines must match the format whole: anything after the mean, a sign or a
+    /// space in a count, minutes past 59, a non-finite score or a prefix that is not
+    /// the reference logger's `<date> : ` makes a broken line; a lone line of absurd
+    /// but well-formed numbers reads.
+    #[test]
+    fn game_lines_are_read_whole_or_not_at_all() {
+        let line = "Time 00h 01m 02s, episode reward -1.5, episode length 7, reward mean -1.5000";
+        assert_eq!(
+            record(line),
+            Record::Game { clock: Clock { seconds: 62.0, wraps_daily: false }, reward: -1.5 }
+        );
+        let reference = format!("2018-03-01 10:00:21,002 : {line}");
+        assert!(matches!(
+            record(&reference),
+            Record::Game { clock: Clock { wraps_daily: true, .. }, .. }
+        ));
+        for broken in [
+            format!("{line}x"),
+            format!("{line} "),
+            line.replace("length 7", "length +7"),
+            line.replace("length 7", "length 7 "),
+            line.replace("01m", "60m"),
+            line.replace("02s", "2s"),
+            line.replace("00h", "-1h"),
+            line.replace("-1.5,", "NaN,"),
+            line.replace("-1.5,", "inf,"),
+            line.replace("-1.5,", "1e309,"),
+            format!("{}Time", &line[..20]),
+            format!("note{line}"),
+            format!("[00h 00m 01s] agent steps 1, ms per update: x{line}"),
+        ] {
+            assert_eq!(record(&broken), Record::Broken, "{broken}");
+        }
+        let huge =
+            "Time 100000000000000h 00m 00s, episode reward 1e308, episode length 1, reward mean 1";
+        assert_eq!(
+            record(huge),
+            Record::Game { clock: Clock { seconds: 3.6e17, wraps_daily: false }, reward: 1e308 }
+        );
+    }
 
     /// Two logs open on one file, as two runs with one --log-dir have, each written
     /// from its own thread: every line in the file is one of the lines written, whole.

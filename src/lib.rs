@@ -12,17 +12,27 @@
 //! - [`rollout`]: returns, GAE and the loss; [`gradients`]: an update's gradients on
 //!   their way to the shared model; [`shared_optim`]: the shared optimizers;
 //!   [`shared`]: the shared model and the one way threads read and update it.
-//! - [`train`]: `a3g train`, which starts a trainer and the test agent; [`config`]:
-//!   its flags, checked; [`monitor`]: status lines, test games, checkpoints and budgets
-//!   for either trainer; [`stop`]: how a run stops; [`tensorboard`]: its event files.
+//! - [`config`]: the flags of `a3g train` and `a3g eval`, checked once into owned
+//!   settings (environments made by rank, each trainer's own settings); nothing past
+//!   it reads the flags.
+//! - [`train`]: `a3g train`, which starts a trainer and the test agent;
+//!   [`trainer`]: the contract every trainer meets (what it starts, reports and
+//!   times) and the one table of trainers; [`supervisor`]: starts, names and joins
+//!   every thread of a run, keeping the first failure typed; [`monitor`]: status
+//!   lines, test games, checkpoints and budgets for any trainer; [`stop`]: how a run
+//!   stops; [`tensorboard`]: its event files.
 //! - The trainers: [`a3c`], workers (environment, LSTM state, rollouts) taken in turn
 //!   by training threads; [`ga3c`], agents, predictors that batch their forward
-//!   passes and trainers that batch their updates. [`test_agent`]: the test agent's
-//!   thread, which both run.
-//! - [`checkpoint`]: saving and loading models, statistics and counters;
-//!   [`torch_file`]: reading PyTorch's `torch.save` state dicts.
+//!   passes and trainers that batch their updates. A third trainer is a folder of its
+//!   own, a row in each of [`trainer`]'s two tables ([`trainer::memory_plan`],
+//!   [`trainer::start`]), and its flags and checked settings (cli.rs, config.rs).
+//!   [`test_agent`]: the test agent's thread, which every trainer runs.
+//! - [`checkpoint`]: the checkpoint set (atomic save, sidecar, one open for
+//!   `train --load` and eval, the previous-set fallback), and beside it
+//!   [`checkpoint::torch_file`], reading PyTorch's `torch.save` state dicts.
 //! - [`eval`]: `a3g eval`, the evaluation over many games; [`gif`]: its recordings;
-//!   [`game_log`]: the per-game logs of train and eval; [`device`]: `--gpu-id`, `--gpu-ids` and `a3g devices`;
+//!   [`game_log`]: the per-game logs of train and eval, every kind of line written
+//!   and read there only; [`device`]: `--gpu-id`, `--gpu-ids` and `a3g devices`;
 //!   [`console`]: stdout for a command's output, stderr for the rest, neither fatal.
 //! - [`plot`]: `a3g plot`, learning curves from game logs drawn into a PNG.
 //!
@@ -56,10 +66,11 @@ pub mod rollout;
 pub mod shared;
 pub mod shared_optim;
 pub mod stop;
+pub mod supervisor;
 pub mod tensorboard;
 pub mod test_agent;
-pub mod torch_file;
 pub mod train;
+pub mod trainer;
 
 pub use error::{Error, Result};
 

@@ -4,173 +4,23 @@
 //! budgets (--max-steps, --max-time) and the final checkpoint.
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crossbeam::channel::{Receiver, RecvTimeoutError};
-use tch::{Device, Tensor};
+use tch::Tensor;
 
 use crate::checkpoint::{self, CheckpointWriter, SavedCounters, Sidecar};
-use crate::cli::TrainerName;
 use crate::config::TrainConfig;
 use crate::console;
-use crate::device;
 use crate::error::{Error, Result};
-use crate::game_log::{self, GameLog};
+use crate::game_log::{self, GameLog, MEAN_WINDOW};
 use crate::shared::SharedModel;
 use crate::stop::{self, Stop, StopReason};
 use crate::tensorboard::{Board, TrainingFigures};
 use crate::test_agent::{EpisodeStats, PinnedWeights};
-
-/// Test games the running mean is taken over (`a3g plot` takes its own over as many).
-pub(crate) const MEAN_WINDOW: usize = 100;
-
-/// Non-finite updates in a row after which training stops: by then the shared model
-/// itself has diverged and more updates will not bring it back.
-pub const MAX_CONSECUTIVE_SKIPS: u64 = 100;
-
-/// Live progress, summed over all training threads, which add to it; the monitor
-/// reads it for status lines, budgets and checkpoints (the checkpoint's own record
-/// is [`SavedCounters`]).
-#[derive(Default)]
-pub struct TrainingCounters {
-    pub agent_steps: AtomicU64,
-    pub env_frames: AtomicU64,
-    pub updates: AtomicU64,
-    /// Updates skipped for a non-finite loss or gradient, or one too large to use.
-    pub skipped_updates: AtomicU64,
-    /// Skipped updates since the last good one, over all threads.
-    pub consecutive_skips: AtomicU64,
-    /// Loss terms per agent step summed over kept updates, as f64 bits: status lines
-    /// show their mean since the previous line.
-    pub policy_loss_sum: AtomicU64,
-    pub value_loss_sum: AtomicU64,
-    pub entropy_sum: AtomicU64,
-    /// Time spent in each phase of an update, summed over threads.
-    pub phases: PhaseTimes,
-    /// --max-steps, spent by whichever thread counts its last step (see
-    /// [`TrainingCounters::count_agent_step`]).
-    pub step_budget: Option<u64>,
-}
-
-impl TrainingCounters {
-    /// Counters that continue from a checkpoint's, up to a total of `step_budget`
-    /// agent steps if given.
-    pub fn resumed(saved: &SavedCounters, step_budget: Option<u64>) -> Self {
-        let counters = TrainingCounters { step_budget, ..TrainingCounters::default() };
-        counters.agent_steps.store(saved.agent_steps, Ordering::Relaxed);
-        counters.env_frames.store(saved.env_frames, Ordering::Relaxed);
-        counters.updates.store(saved.updates, Ordering::Relaxed);
-        counters
-    }
-
-    /// Counts one agent step that took `frames` emulator frames, and asks for the stop
-    /// if it spends the step budget. Asked here rather than by the monitor, which
-    /// checks budgets between other work: a checkpoint's sync on a slow disk kept it
-    /// busy long enough for workers to run hundreds of steps past --max-steps.
-    pub fn count_agent_step(&self, frames: u64, stop: &Stop) {
-        let steps = self.agent_steps.fetch_add(1, Ordering::Relaxed) + 1;
-        self.env_frames.fetch_add(frames, Ordering::Relaxed);
-        if self.step_budget.is_some_and(|budget| steps >= budget) {
-            stop.request(StopReason::StepBudget);
-        }
-    }
-
-    /// Records a kept update whose loss terms (summed over `steps` agent steps) were
-    /// `terms`: policy loss, value loss, entropy.
-    pub fn record_update(&self, terms: [f64; 3], steps: usize) {
-        self.updates.fetch_add(1, Ordering::Relaxed);
-        self.consecutive_skips.store(0, Ordering::Relaxed);
-        for (counter, term) in
-            [&self.policy_loss_sum, &self.value_loss_sum, &self.entropy_sum].into_iter().zip(terms)
-        {
-            add_f64(counter, term / steps as f64);
-        }
-    }
-
-    /// Records a skipped update; an error once [`MAX_CONSECUTIVE_SKIPS`] came in a row.
-    pub fn record_skip(&self) -> Result<()> {
-        self.skipped_updates.fetch_add(1, Ordering::Relaxed);
-        let in_a_row = self.consecutive_skips.fetch_add(1, Ordering::Relaxed) + 1;
-        if in_a_row >= MAX_CONSECUTIVE_SKIPS {
-            return Err(Error::Training(format!(
-                "{in_a_row} updates in a row had a non-finite or overflowing loss or gradient, so training stopped \
-                 (the last good checkpoint is kept); lower --lr or check the environment's rewards"
-            )));
-        }
-        Ok(())
-    }
-}
-
-/// Nanoseconds spent in each phase of an update, summed over all updates (kept or
-/// skipped) and threads: where training time goes.
-#[derive(Default)]
-pub struct PhaseTimes {
-    /// Copying the shared weights into the local model.
-    pub pull: AtomicU64,
-    /// Playing the rollout: forward passes, sampling, environment steps (A3C only:
-    /// GA3C's agents play apart from its updates).
-    pub rollout: AtomicU64,
-    /// The loss and its backward pass (GA3C: with the re-unrolled forward).
-    pub backward: AtomicU64,
-    /// Bringing the gradients to the shared model's device and checking them.
-    pub push: AtomicU64,
-    /// The shared optimizer's step.
-    pub step: AtomicU64,
-}
-
-impl PhaseTimes {
-    /// The phases' names and totals in nanoseconds, in the order an update runs them.
-    pub fn totals(&self) -> [(&'static str, u64); 5] {
-        [
-            ("pull", self.pull.load(Ordering::Relaxed)),
-            ("rollout", self.rollout.load(Ordering::Relaxed)),
-            ("backward", self.backward.load(Ordering::Relaxed)),
-            ("push", self.push.load(Ordering::Relaxed)),
-            ("step", self.step.load(Ordering::Relaxed)),
-        ]
-    }
-}
-
-/// Adds the time since `*since` to `counter` and restarts the clock. With
-/// --profile-phases (`wait_for` is the worker's device) it first waits for the device's
-/// queued work, so that a phase is charged with its own kernels rather than with
-/// whichever later phase happens to wait for them; without it a GPU is not kept idle
-/// for the sake of the figures.
-pub fn lap(counter: &AtomicU64, since: &mut Instant, wait_for: Option<Device>) {
-    if let Some(device) = wait_for {
-        device::synchronize(device);
-    }
-    let now = Instant::now();
-    counter.fetch_add((now - *since).as_nanos() as u64, Ordering::Relaxed);
-    *since = now;
-}
-
-/// Adds `value` to the f64 whose bits `counter` holds.
-fn add_f64(counter: &AtomicU64, value: f64) {
-    let _ = counter.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |bits| {
-        Some((f64::from_bits(bits) + value).to_bits())
-    });
-}
-
-/// A running trainer, as the monitor and `a3g train` see it.
-pub trait RunningTrainer {
-    /// The trainer's own part of a status line, over the `seconds` since the
-    /// previous one (empty if it has nothing to add).
-    fn status(&mut self, seconds: f64) -> String;
-
-    /// Runs on every pass of the monitor's loop, about 20 times a second, with the
-    /// agent steps so far: where a trainer adjusts itself while it runs. A line it
-    /// returns goes to stdout and the game log.
-    fn tick(&mut self, _agent_steps: u64) -> Option<String> {
-        None
-    }
-
-    /// Waits for every thread of the trainer, once a stop is requested (their
-    /// failures were reported through the stop).
-    fn join(self: Box<Self>);
-}
+use crate::trainer::{RunningTrainer, TrainingCounters};
 
 /// A test game's weights worth a checkpoint, with what its sidecar records.
 struct Keep {
@@ -199,7 +49,7 @@ struct Confirmation {
 
 /// Everything the monitor writes to and reads from.
 pub struct Monitor<'a> {
-    config: &'a TrainConfig<'a>,
+    config: &'a TrainConfig,
     /// Checkpoint names of the parameters, in the shared model's order.
     names: Vec<String>,
     /// The handle whose optimizer statistics are saved.
@@ -240,38 +90,35 @@ impl<'a> Monitor<'a> {
     /// Opens the checkpoint writer, the game log (with a line saying where this run
     /// starts) and TensorBoard, and starts catching Ctrl-C.
     pub fn open(
-        config: &'a TrainConfig<'a>,
+        config: &'a TrainConfig,
         names: Vec<String>,
         shared: SharedModel,
         resumed: SavedCounters,
         resumed_best: Option<f64>,
     ) -> Result<Self> {
-        let args = config.args;
-        let env_id = &args.environment.env;
-        let checkpoints = CheckpointWriter::new(&args.save_model_dir, env_id)?;
-        let log_path = args.log_dir.join(format!("{}_log", env_id.replace('/', "_")));
-        let separator = if args.load {
-            format!("--- a3g train resumed here, at {} agent steps ---", resumed.agent_steps)
+        let run = &config.run;
+        let env_id = &config.env.id;
+        let checkpoints = CheckpointWriter::new(&run.save_model_dir, env_id)?;
+        let separator = if run.resumed {
+            game_log::resumed_separator(resumed.agent_steps)
         } else {
-            "--- a3g train started a new run here ---".to_string()
+            game_log::NEW_RUN.to_string()
         };
-        let log = Some(GameLog::append(&log_path, args, &separator)?);
-        let board = if args.tensorboard_logger {
-            Some(Board::create(&args.tensorboard_dir, env_id)?)
-        } else {
-            None
+        let log = Some(GameLog::append(&run.log_path, &config.arguments, &separator)?);
+        let board = match &run.tensorboard_dir {
+            Some(dir) => Some(Board::create(dir, env_id)?),
+            None => None,
         };
         stop::catch_signals(format!(
             "{} keeps the last complete checkpoint",
-            args.save_model_dir.display()
+            run.save_model_dir.display()
         ));
-        let step_budget = args.max_steps.unwrap_or(u64::MAX).min(checkpoint::RUN_STEP_LIMIT);
-        let counters = Arc::new(TrainingCounters::resumed(&resumed, Some(step_budget)));
-        let resumed_best_weights = (args.save_max && resumed_best.is_some())
+        let counters = Arc::new(TrainingCounters::resumed(&resumed, Some(run.step_budget)));
+        let resumed_best_weights = (run.save_max && resumed_best.is_some())
             .then(|| names.iter().cloned().zip(shared.snapshot()).collect());
         let started = Instant::now();
         Ok(Monitor {
-            status: StatusClock::new(started, &counters, args.trainer),
+            status: StatusClock::new(started, &counters),
             config,
             names,
             shared,
@@ -299,8 +146,8 @@ impl<'a> Monitor<'a> {
     /// Watches the run until a stop is requested: test games as they come, a status
     /// line every --status-interval, the budgets.
     pub fn watch(&mut self, games: &Receiver<EpisodeStats>, trainer: &mut dyn RunningTrainer) {
-        let args = self.config.args;
-        let status_interval = Duration::from_secs_f64(args.status_interval.max(0.1));
+        let run = &self.config.run;
+        self.status.updates_play = trainer.updates_play();
         while !self.stop.requested() {
             match games.recv_timeout(Duration::from_millis(50)) {
                 Ok(first) => {
@@ -320,7 +167,7 @@ impl<'a> Monitor<'a> {
             if let Some(line) = trainer.tick(steps) {
                 self.write_line(&line);
             }
-            if self.status.due(status_interval) {
+            if self.status.due(run.status_interval) {
                 let seconds = self.status.seconds_since_last();
                 let sample = self.status.sample(&self.counters);
                 self.write_line(&join_status(sample.line(), trainer.status(seconds)));
@@ -333,7 +180,7 @@ impl<'a> Monitor<'a> {
                             policy_loss: sample.policy_loss,
                             value_loss: sample.value_loss,
                             entropy: sample.entropy,
-                            learning_rate: args.lr,
+                            learning_rate: self.config.lr,
                         },
                     );
                 }
@@ -342,7 +189,7 @@ impl<'a> Monitor<'a> {
             if self.counters.step_budget.is_some_and(|max| steps >= max) {
                 self.stop.request(StopReason::StepBudget);
             }
-            if args.max_time.as_ref().is_some_and(|max| self.started.elapsed() >= max.duration()) {
+            if run.max_time.is_some_and(|max| self.started.elapsed() >= max) {
                 self.stop.request(StopReason::TimeBudget);
             }
         }
@@ -359,7 +206,7 @@ impl<'a> Monitor<'a> {
     /// would otherwise queue up faster than they are saved, delaying --stop-at-mean and
     /// the log.
     fn record_games(&mut self, games: Vec<EpisodeStats>) {
-        let args = self.config.args;
+        let run = &self.config.run;
         for game in games {
             self.test_games += 1;
             if self.recent.len() == MEAN_WINDOW {
@@ -375,19 +222,19 @@ impl<'a> Monitor<'a> {
             }
             self.write_line(&game_log::game_line(game.finished_at, game.reward, game.length, mean));
             let new_best = self.best.max(game.reward);
-            if !args.save_max || game.reward >= self.best {
+            if !run.save_max || game.reward >= self.best {
                 let weights = played.iter().map(|(n, t)| (n.clone(), t.shallow_clone())).collect();
                 self.unsaved = Some(Keep { test_games: self.test_games, best: new_best, weights });
                 self.saved_best = true;
             }
             self.best = new_best;
-            let Some(target) = args.stop_at_mean else { continue };
+            let Some(target) = run.stop_at_mean else { continue };
             if self.confirmation.is_some() {
                 if self.confirm(game.pin, game.reward, target) {
                     break;
                 }
             } else if self.recent.len() == MEAN_WINDOW && mean >= target {
-                if args.confirm_games == 0 {
+                if run.confirm_games == 0 {
                     // Games queued behind this one finished after the target was met,
                     // as games that finish once a stop is asked for do: left out, so
                     // that the log and the checkpoint end at the mean that met it.
@@ -399,7 +246,7 @@ impl<'a> Monitor<'a> {
                 self.write_line(&format!(
                     "the 100-game mean reached --stop-at-mean {target}; the weights of this game now play {} \
                      more games to confirm it (training goes on meanwhile)",
-                    args.confirm_games
+                    run.confirm_games
                 ));
                 self.confirmation = Some(Confirmation { pin, weights: played, scores: Vec::new() });
             }
@@ -410,7 +257,7 @@ impl<'a> Monitor<'a> {
     /// played it; once --confirm-games were played, stops the run on those weights if
     /// their mean met `target` (returning true), or goes back to training on.
     fn confirm(&mut self, pin: Option<u64>, reward: f64, target: f64) -> bool {
-        let wanted = self.config.args.confirm_games as usize;
+        let wanted = self.config.run.confirm_games;
         let Some(confirmation) = self.confirmation.as_mut() else { return false };
         if pin != Some(confirmation.pin) {
             return false;
@@ -440,7 +287,7 @@ impl<'a> Monitor<'a> {
     /// Writes the waiting test game's weights once --save-interval has passed since
     /// the last such checkpoint.
     fn save_if_due(&mut self) {
-        let interval = Duration::from_secs_f64(self.config.args.save_interval);
+        let interval = self.config.run.save_interval;
         if self.last_save.is_some_and(|last| last.elapsed() < interval) {
             return;
         }
@@ -479,7 +326,7 @@ impl<'a> Monitor<'a> {
         let counters = &self.counters;
         let sidecar = Sidecar {
             a3g_version: env!("CARGO_PKG_VERSION").to_string(),
-            env: self.config.args.environment.env.clone(),
+            env: self.config.env.id.clone(),
             model: self.config.spec.clone(),
             optimizer: self.config.optimizer,
             counters: SavedCounters {
@@ -491,7 +338,7 @@ impl<'a> Monitor<'a> {
             best_score: best.is_finite().then_some(best),
             checksums: None,
             // Plain data (paths are written lossily), so this cannot fail in practice.
-            args: serde_json::to_value(self.config.args).unwrap_or_default(),
+            args: self.config.arguments.clone(),
         };
         let statistics = self.shared.statistics(&self.names);
         let statistics: Vec<(String, &Tensor)> =
@@ -500,23 +347,20 @@ impl<'a> Monitor<'a> {
     }
 
     /// Ends the run once every thread has stopped: reports a failure, or writes the
-    /// final checkpoint and says why the run ended. `thread_failure` is a training
-    /// or test thread's panic, if any.
-    pub fn finish(mut self, thread_failure: Option<String>) -> Result<()> {
-        if let Some(err) = self.error.take() {
+    /// final checkpoint and says why the run ended. `thread_failure` is the first
+    /// failure of the run's threads, as the supervisor kept it.
+    pub fn finish(mut self, thread_failure: Option<Error>) -> Result<()> {
+        if let Some(err) = self.error.take().or(thread_failure) {
             return Err(err);
         }
         if let Some(StopReason::Failure(message)) = self.stop.reason() {
             return Err(Error::Training(message));
         }
-        if let Some(message) = thread_failure {
-            return Err(Error::Training(message));
-        }
-        let args = self.config.args;
+        let run = &self.config.run;
         // With --save-max the best game's weights are kept: this run's, waiting or
         // written, or else the resumed ones, which scored the best recorded. Otherwise
         // weights confirmed for --stop-at-mean, or else the latest for --load to resume.
-        let kept = if args.save_max {
+        let kept = if run.save_max {
             match (self.unsaved.take(), self.resumed_best_weights.take()) {
                 (Some(keep), _) => Some(Kept::Best(keep)),
                 (None, _) if self.saved_best => Some(Kept::AlreadySaved),
@@ -549,8 +393,8 @@ impl<'a> Monitor<'a> {
             board.flush();
             console::say(&format!("TensorBoard event files are in {}", board.dir().display()));
         }
-        let env_id = &args.environment.env;
-        let model_file = checkpoint::CheckpointFiles::new(&args.save_model_dir, env_id).model;
+        let model_file =
+            checkpoint::CheckpointFiles::new(&run.save_model_dir, &self.config.env.id).model;
         let steps = self.counters.agent_steps.load(Ordering::Relaxed);
         if let Some(Kept::Best(_) | Kept::AlreadySaved) = kept {
             console::say(&format!(
@@ -603,10 +447,9 @@ impl Status {
         let phases: Vec<String> =
             self.phase_milliseconds.iter().map(|(name, ms)| format!("{name} {ms:.2}")).collect();
         format!(
-            "[{}] agent steps {}, emulator frames {}, {:.0} steps/s, {:.0} frames/s, {:.1} updates/s, \
+            "{}, emulator frames {}, {:.0} steps/s, {:.0} frames/s, {:.1} updates/s, \
              skipped updates {}, policy loss {}, value loss {}, entropy {}, ms per update: {}",
-            game_log::clock(self.elapsed),
-            self.agent_steps,
+            game_log::status_line_start(self.elapsed, self.agent_steps),
             self.env_frames,
             self.steps_per_second,
             self.frames_per_second,
@@ -646,9 +489,9 @@ struct StatusClock {
 }
 
 impl StatusClock {
-    fn new(started: Instant, counters: &TrainingCounters, trainer: TrainerName) -> Self {
+    fn new(started: Instant, counters: &TrainingCounters) -> Self {
         StatusClock {
-            updates_play: trainer == TrainerName::A3c,
+            updates_play: true,
             started,
             last: started,
             last_steps: counters.agent_steps.load(Ordering::Relaxed),
@@ -730,37 +573,5 @@ mod tests {
         let no_updates = 0.0;
         assert_eq!(loss(no_updates / no_updates), "-");
         assert_eq!(loss(-0.123456), "-0.1235");
-    }
-
-    /// A hundred skipped updates in a row end training; a kept one in between
-    /// starts the count again.
-    #[test]
-    fn skips_in_a_row_end_training() {
-        let counters = TrainingCounters::default();
-        for _ in 0..MAX_CONSECUTIVE_SKIPS - 1 {
-            counters.record_skip().unwrap();
-        }
-        counters.record_update([0.0; 3], 1);
-        for _ in 0..MAX_CONSECUTIVE_SKIPS - 1 {
-            counters.record_skip().unwrap();
-        }
-        assert!(counters.record_skip().is_err());
-        assert_eq!(counters.skipped_updates.load(Ordering::Relaxed), 2 * MAX_CONSECUTIVE_SKIPS - 1);
-    }
-
-    /// The step that spends --max-steps asks for the stop, counting from where a
-    /// resumed run left off; no step before it does.
-    #[test]
-    fn the_last_budgeted_step_asks_for_the_stop() {
-        let saved = SavedCounters { agent_steps: 7, ..SavedCounters::default() };
-        let counters = TrainingCounters::resumed(&saved, Some(10));
-        let stop = Stop::default();
-        for _ in 0..2 {
-            counters.count_agent_step(4, &stop);
-        }
-        assert!(stop.reason().is_none());
-        counters.count_agent_step(4, &stop);
-        assert_eq!(stop.reason(), Some(StopReason::StepBudget));
-        assert_eq!(counters.env_frames.load(Ordering::Relaxed), 12);
     }
 }

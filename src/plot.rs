@@ -14,12 +14,7 @@ use plotters::style::text_anchor::{HPos, Pos, VPos};
 use crate::cli::PlotArgs;
 use crate::console;
 use crate::error::{Error, Result};
-use crate::monitor::MEAN_WINDOW;
-
-/// The separator `a3g train` writes before a fresh run's lines in a log that has some.
-const NEW_RUN: &str = "--- a3g train started a new run here ---";
-/// The start of the separator before a resumed (`--load`) run's lines.
-const RESUMED_AT: &str = "--- a3g train resumed here, at ";
+use crate::game_log::{self, Clock, Record, MEAN_WINDOW};
 
 /// A game log read for plotting.
 #[derive(Clone, Debug, PartialEq)]
@@ -154,7 +149,7 @@ pub fn parse(text: &str) -> PlotLog {
     let mut part = Part::fresh();
     for line in text.lines() {
         let line = line.trim_end();
-        match record(line) {
+        match game_log::record(line) {
             Record::Game { clock, reward } => {
                 out_of_order_lines += usize::from(!part.push_game(clock, reward));
                 continue;
@@ -170,10 +165,10 @@ pub fn parse(text: &str) -> PlotLog {
             }
             Record::None => {}
         }
-        if line == NEW_RUN {
+        if line == game_log::NEW_RUN {
             run.push(std::mem::replace(&mut part, Part::fresh()));
             runs.push(std::mem::take(&mut run));
-        } else if let Some(agent_steps) = resumed_at(line) {
+        } else if let Some(agent_steps) = game_log::resumed_at(line) {
             run.push(std::mem::replace(&mut part, Part::resumed(agent_steps)));
         } else if let Some(value) = argument(line, "env") {
             env.get_or_insert(value);
@@ -235,96 +230,8 @@ fn steps_at(points: &[(f64, f64)], seconds: f64) -> Option<f64> {
     Some((s0 + (s1 - s0) * (seconds - t0) / (t1 - t0)).max(0.0))
 }
 
-/// `--- a3g train resumed here, at N agent steps ---` gives N.
-fn resumed_at(line: &str) -> Option<u64> {
-    line.strip_prefix(RESUMED_AT)?.strip_suffix(" agent steps ---")?.parse().ok()
-}
-
 /// Seconds in a day, after which the reference's clock wraps.
 const DAY: f64 = 86_400.0;
-
-/// How a game line begins, wherever it starts in the line.
-const GAME_MARK: &str = "Time ";
-/// What follows a status line's clock.
-const STATUS_MARK: &str = "] agent steps ";
-
-/// What one log line holds, for plotting.
-#[derive(Debug, PartialEq)]
-enum Record {
-    /// A whole game line.
-    Game { clock: Clock, reward: f64 },
-    /// A whole status line.
-    Status { seconds: f64, agent_steps: f64 },
-    /// Begins like a game or status line but is not one whole: cut short, or two
-    /// lines fused into one (whose first line's numbers would read as the whole).
-    Broken,
-    /// Anything else: arguments, notes, separators.
-    None,
-}
-
-/// A game line's clock.
-#[derive(Debug, PartialEq)]
-struct Clock {
-    seconds: f64,
-    /// Whether it is the Python reference's, which wraps after a day; a3g's runs on.
-    wraps_daily: bool,
-}
-
-fn record(line: &str) -> Record {
-    match line.matches(GAME_MARK).count() + line.matches(STATUS_MARK).count() {
-        0 => Record::None,
-        1 => game_line(line).or_else(|| status_line(line)).unwrap_or(Record::Broken),
-        _ => Record::Broken,
-    }
-}
-
-/// `Time 00h 01m 23s, episode reward R, episode length N, reward mean M` and nothing
-/// after it. a3g writes nothing before `Time`; the Python reference's logger writes
-/// `<date> : `.
-fn game_line(line: &str) -> Option<Record> {
-    let (prefix, rest) = line.split_once(GAME_MARK)?;
-    let wraps_daily = match prefix {
-        "" => false,
-        _ if prefix.ends_with(" : ") => true,
-        _ => return None,
-    };
-    let (clock, rest) = rest.split_once(", episode reward ")?;
-    let (reward, rest) = rest.split_once(", episode length ")?;
-    let (length, mean) = rest.split_once(", reward mean ")?;
-    let reward = reward.parse::<f64>().ok().filter(|reward| reward.is_finite())?;
-    digits(length)?;
-    mean.parse::<f64>().ok()?;
-    Some(Record::Game { clock: Clock { seconds: clock_seconds(clock)?, wraps_daily }, reward })
-}
-
-/// `[00h 00m 05s] agent steps 1234, ...` gives (5, 1234).
-fn status_line(line: &str) -> Option<Record> {
-    let (clock, rest) = line.strip_prefix('[')?.split_once(STATUS_MARK)?;
-    let (agent_steps, _) = rest.split_once(", ").unwrap_or((rest, ""));
-    let agent_steps = digits(agent_steps)? as f64;
-    Some(Record::Status { seconds: clock_seconds(clock)?, agent_steps })
-}
-
-/// `00h 01m 23s` (hours of any length, minutes and seconds of two digits below 60) in
-/// seconds.
-fn clock_seconds(clock: &str) -> Option<f64> {
-    let [hours, minutes, seconds] = clock.split(' ').collect::<Vec<_>>()[..] else {
-        return None;
-    };
-    let hours = digits(hours.strip_suffix('h')?)?;
-    let sixtieths = |field: &str, unit: char| {
-        let field = field.strip_suffix(unit)?;
-        digits(field).filter(|&value| field.len() == 2 && value < 60)
-    };
-    let (minutes, seconds) = (sixtieths(minutes, 'm')?, sixtieths(seconds, 's')?);
-    // In floating point: hours near u64's limit would overflow as seconds in u64.
-    Some(hours as f64 * 3600.0 + (minutes * 60 + seconds) as f64)
-}
-
-/// A number written in decimal digits alone (no sign, no spaces), as a3g writes counts.
-fn digits(text: &str) -> Option<u64> {
-    text.bytes().all(|byte| byte.is_ascii_digit()).then(|| text.parse().ok()).flatten()
-}
 
 /// The mean of `scores`, which may lie near f64's limits: summed as they are when the
 /// sum stays finite (exact for the usual integer scores), else each divided first.
@@ -811,47 +718,6 @@ Time 00h 00m 07s, episode reward -21, episode len";
         assert_eq!((log.broken_lines, log.out_of_order_lines), (3, 2));
     }
 
-    /// Game lines must match the format whole: anything after the mean, a sign or a
-    /// space in a count, minutes past 59, a non-finite score or a prefix that is not
-    /// the reference logger's `<date> : ` makes a broken line; a lone line of absurd
-    /// but well-formed numbers reads.
-    #[test]
-    fn game_lines_are_read_whole_or_not_at_all() {
-        let line = "Time 00h 01m 02s, episode reward -1.5, episode length 7, reward mean -1.5000";
-        assert_eq!(
-            record(line),
-            Record::Game { clock: Clock { seconds: 62.0, wraps_daily: false }, reward: -1.5 }
-        );
-        let reference = format!("2018-03-01 10:00:21,002 : {line}");
-        assert!(matches!(
-            record(&reference),
-            Record::Game { clock: Clock { wraps_daily: true, .. }, .. }
-        ));
-        for broken in [
-            format!("{line}x"),
-            format!("{line} "),
-            line.replace("length 7", "length +7"),
-            line.replace("length 7", "length 7 "),
-            line.replace("01m", "60m"),
-            line.replace("02s", "2s"),
-            line.replace("00h", "-1h"),
-            line.replace("-1.5,", "NaN,"),
-            line.replace("-1.5,", "inf,"),
-            line.replace("-1.5,", "1e309,"),
-            format!("{}Time", &line[..20]),
-            format!("note{line}"),
-            format!("[00h 00m 01s] agent steps 1, ms per update: x{line}"),
-        ] {
-            assert_eq!(record(&broken), Record::Broken, "{broken}");
-        }
-        let huge =
-            "Time 100000000000000h 00m 00s, episode reward 1e308, episode length 1, reward mean 1";
-        assert_eq!(
-            record(huge),
-            Record::Game { clock: Clock { seconds: 3.6e17, wraps_daily: false }, reward: 1e308 }
-        );
-    }
-
     /// A clock of 10^14 hours followed by an ordinary line no longer loops a day at a
     /// time: an a3g line running back is left out, and the reference's wraps in one
     /// step.
@@ -1039,7 +905,11 @@ Time 00h 00m 09s, episode reward 2, episode len
                 "--- a3g train resumed here, at {} agent steps ---",
                 field(rng, &["0", "500"], &numbers)
             ),
-            _ => pick(rng, &[NEW_RUN, "load: true", "env: \"Pong\"", "", "\u{0}\u{feff}💥"]).into(),
+            _ => pick(
+                rng,
+                &[game_log::NEW_RUN, "load: true", "env: \"Pong\"", "", "\u{0}\u{feff}💥"],
+            )
+            .into(),
         };
         if rng.integer(0, 9) == 0 {
             line.push_str(&random_line(rng));

@@ -95,25 +95,6 @@ impl Stop {
     }
 }
 
-/// Starts a thread named `name` running `body`, whose error or panic stops the
-/// run with a message naming the thread: a thread that died quietly would leave the
-/// run going one thread short until its budget ran out.
-pub fn spawn_guarded(
-    name: String,
-    stop: &Stop,
-    body: impl FnOnce() -> crate::Result<()> + Send + 'static,
-) -> std::io::Result<std::thread::JoinHandle<()>> {
-    let stop = stop.clone();
-    let thread_name = name.clone();
-    std::thread::Builder::new().name(thread_name).spawn(move || {
-        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(body)) {
-            Ok(Ok(())) => {}
-            Ok(Err(err)) => stop.request(StopReason::Failure(err.report())),
-            Err(_) => stop.request(StopReason::Failure(format!("{name} panicked"))),
-        }
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -155,8 +155,9 @@ pub struct TestAgent {
 }
 
 impl TestAgent {
-    /// Plays test games until a stop is requested, sending each result to the monitor.
-    pub fn run(self, stop: Stop, started: Instant, results: Sender<EpisodeStats>) {
+    /// Plays test games until a stop is requested (or the monitor is gone), sending
+    /// each result to the monitor; a game that cannot be played is its error.
+    pub fn run(self, stop: Stop, started: Instant, results: Sender<EpisodeStats>) -> Result<()> {
         let TestAgent { mut env, spec, device, shared, max_episode_length, core_share, pinned } =
             self;
         tch::set_num_threads(1);
@@ -178,7 +179,7 @@ impl TestAgent {
                 Some(&stop),
                 |_| Ok(()),
             );
-            let Ok(Some((reward, length))) = played else { break };
+            let Some((reward, length)) = played? else { break };
             // Copies, even on the CPU: the local model changes with the next pull.
             let weights = tch::no_grad(|| {
                 local
@@ -197,6 +198,7 @@ impl TestAgent {
             }
             rest(&stop, rest_after(game_started.elapsed(), core_share));
         }
+        Ok(())
     }
 }
 

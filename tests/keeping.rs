@@ -3,8 +3,6 @@
 //! weights, resumed dimensions and counters, a failing game log, and counts and shares
 //! too big for the machine.
 
-use std::process::Command;
-
 use crate::util::{assert_one_line_error, saved_agent_steps, small_cartpole, Scratch};
 
 fn sidecar_json(scratch: &Scratch) -> serde_json::Value {
@@ -133,19 +131,9 @@ fn a_failing_game_log_does_not_stop_training() {
     let filler = "an earlier run's line\n".repeat(60 * 1024 / 22);
     std::fs::write(scratch.path("logs/CartPole-v1_log"), filler).unwrap();
     let flags = small_cartpole(&["--max-steps", "3000", "--save-interval", "0"]);
-    let command = format!(
-        "trap '' XFSZ; ulimit -f 64; exec {} {}",
-        env!("CARGO_BIN_EXE_a3g"),
-        flags.join(" ")
-    );
-    let output = Command::new("bash")
-        .args(["-c", &command])
-        .current_dir(scratch.path("."))
-        .env_remove("RUST_BACKTRACE")
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(output.status.success(), "{stderr}");
+    let run = scratch.a3g_with_file_limit(64, &flags);
+    let stderr = &run.stderr;
+    assert!(run.status.success(), "{stderr}");
     let warnings: Vec<&str> =
         stderr.lines().filter(|line| line.contains("without the game log")).collect();
     assert_eq!(warnings.len(), 1, "{stderr}");

@@ -400,21 +400,10 @@ fn a_failed_checkpoint_write_keeps_the_last_checkpoint() {
     let read_all =
         || files.map(|name| std::fs::read(scratch.path("trained_models").join(name)).unwrap());
     let before = read_all();
-    // The model alone is over 256 KB; the shell ignores SIGXFSZ so that the write
-    // fails with an error instead of killing the process, as a full disk's would.
-    let command = format!(
-        "trap '' XFSZ; ulimit -f 128; exec {} {} --load",
-        env!("CARGO_BIN_EXE_a3g"),
-        flags.join(" ")
-    );
-    let output = Command::new("bash")
-        .args(["-c", &command])
-        .current_dir(scratch.path("."))
-        .env_remove("RUST_BACKTRACE")
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(!output.status.success(), "{stderr}");
+    // The model alone is over 256 KB.
+    let run = scratch.a3g_with_file_limit(128, &[&flags[..], &["--load".to_string()]].concat());
+    let stderr = &run.stderr;
+    assert!(!run.status.success(), "{stderr}");
     let error = stderr.lines().find(|line| line.starts_with("error: ")).unwrap_or_default();
     assert!(
         error.contains("cannot write trained_models/CartPole-v1")

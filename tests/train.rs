@@ -269,19 +269,7 @@ fn cpu_atari_runs_hear_about_the_universe_network() {
 #[test]
 fn a_fixed_seed_run_trains_the_recorded_weights() {
     let scratch = Scratch::new("recorded-weights");
-    let run = scratch.a3g(&[
-        "train",
-        "--env",
-        "CartPole-v1",
-        "--workers",
-        "1",
-        "--hidden-size",
-        "16",
-        "--seed",
-        "3",
-        "--max-steps",
-        "3000",
-    ]);
+    let run = scratch.a3g_owned(&small_cartpole(&["--seed", "3", "--max-steps", "3000"]));
     assert!(run.status.success(), "{}", run.stderr);
     let fixture = concat!(
         env!("CARGO_MANIFEST_DIR"),

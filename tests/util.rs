@@ -59,6 +59,24 @@ impl Scratch {
         self.a3g(&args.iter().map(String::as_str).collect::<Vec<_>>())
     }
 
+    /// Runs `a3g` with `args` inside this folder under a file-size limit of `kilobytes`
+    /// (`ulimit -f`): writes past it fail as a full disk's do (the shell ignores
+    /// SIGXFSZ, which would otherwise kill the process).
+    pub fn a3g_with_file_limit(&self, kilobytes: u32, args: &[String]) -> Run {
+        let command = format!(
+            "trap '' XFSZ; ulimit -f {kilobytes}; exec {} {}",
+            env!("CARGO_BIN_EXE_a3g"),
+            args.join(" ")
+        );
+        Command::new("bash")
+            .args(["-c", &command])
+            .current_dir(&self.dir)
+            .env_remove("RUST_BACKTRACE")
+            .output()
+            .expect("start bash")
+            .into()
+    }
+
     /// Runs `a3g` with `args` inside this folder, with `vars` added to its environment.
     pub fn a3g_with_env(&self, args: &[&str], vars: &[(&str, &str)]) -> Run {
         Command::new(env!("CARGO_BIN_EXE_a3g"))

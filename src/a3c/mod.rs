@@ -4,17 +4,16 @@
 
 pub mod worker;
 
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
-use crate::config::TrainConfig;
+use crate::config::{A3cConfig, TrainConfig};
 use crate::console;
 use crate::device;
-use crate::error::{Error, Result};
-use crate::monitor::{RunningTrainer, TrainingCounters};
+use crate::error::Result;
 use crate::shared::SharedModel;
-use crate::stop::{self, Stop};
+use crate::supervisor::Supervisor;
+use crate::trainer::{RunningTrainer, TrainingCounters};
 use worker::{Worker, WorkerQueue, WorkerSetup};
 
 /// The running A3C trainer: its training threads.
@@ -37,11 +36,11 @@ pub fn training_threads(config: &TrainConfig) -> usize {
 /// copy of its (possibly resumed) statistics.
 pub fn start(
     config: &TrainConfig,
+    settings: &A3cConfig,
     shared: &SharedModel,
     counters: &Arc<TrainingCounters>,
-    stop: &Stop,
+    supervisor: &Supervisor,
 ) -> Result<A3cTrainer> {
-    let args = config.args;
     let devices = &config.devices;
     let threads = training_threads(config);
     if config.workers > threads {
@@ -54,12 +53,7 @@ pub fn start(
     // One queue per device: a thread's local model serves only its device's workers.
     let mut queued: Vec<Vec<Worker>> = devices.iter().map(|_| Vec::new()).collect();
     for rank in 0..config.workers {
-        let num_steps = if args.distributed_step_size.is_empty() {
-            args.num_steps
-        } else {
-            args.distributed_step_size[rank % args.distributed_step_size.len()]
-        };
-        let handle = if args.shared_optimizer || rank == 0 {
+        let handle = if config.shared_optimizer || rank == 0 {
             shared.handle()
         } else {
             shared.with_optimizer(shared.optimizer().duplicate())
@@ -67,16 +61,16 @@ pub fn start(
         queued[rank % devices.len()].push(Worker::new(WorkerSetup {
             rank,
             device: device::for_worker(devices, rank),
-            env: config.make_env(rank)?,
+            env: config.env.make(rank)?,
             spec: config.spec.clone(),
             shared: handle,
-            num_steps,
-            max_episode_length: args.environment.max_episode_length,
+            num_steps: settings.num_steps(rank),
+            max_episode_length: config.env.max_episode_length,
             loss: config.loss,
             rewards: config.rewards,
-            seed: args.seed.wrapping_add(rank as u64),
+            seed: config.env.seed(rank),
             counters: Arc::clone(counters),
-            profile_phases: args.profile_phases,
+            profile_phases: config.profile_phases,
         }));
     }
     console::say(&device::placement(devices, config.workers));
@@ -85,15 +79,9 @@ pub fn start(
     for index in 0..threads {
         let queue = queues[index % devices.len()].clone();
         let device = devices[index % devices.len()];
-        let (spec, thread_stop) = (config.spec.clone(), stop.clone());
-        let name = format!("training thread {index}");
+        let (spec, thread_stop) = (config.spec.clone(), supervisor.stop().clone());
         let body = move || worker::run_training_thread(queue, &spec, device, &thread_stop);
-        let handle = stop::spawn_guarded(name, stop, body).map_err(|cause| Error::Io {
-            action: "start a training thread for",
-            path: PathBuf::from(&args.environment.env),
-            cause,
-        })?;
-        handles.push(handle);
+        handles.push(supervisor.spawn(format!("training thread {index}"), body)?);
     }
     Ok(A3cTrainer { threads: handles })
 }
@@ -104,9 +92,11 @@ impl RunningTrainer for A3cTrainer {
         String::new()
     }
 
-    fn join(self: Box<Self>) {
-        for handle in self.threads {
-            let _ = handle.join();
-        }
+    fn updates_play(&self) -> bool {
+        true
+    }
+
+    fn into_threads(self: Box<Self>) -> Vec<JoinHandle<()>> {
+        self.threads
     }
 }

@@ -26,11 +26,11 @@ use crate::env::{ActionSpace, Env};
 use crate::error::{Error, Result};
 use crate::gradients::UpdateCheck;
 use crate::model::{LstmState, LstmTape, ModelSpec};
-use crate::monitor::{lap, TrainingCounters};
 use crate::policy;
 use crate::rollout::{LossConfig, RewardShaping, Rollout};
 use crate::shared::{LocalModel, SharedModel};
 use crate::stop::Stop;
+use crate::trainer::{lap, TrainingCounters};
 
 /// A played rollout on its way to its update.
 struct Collected {
@@ -93,9 +93,10 @@ pub fn run_training_thread(
     let local = LocalModel::new(spec, device);
     while let Some(mut worker) = queue.next(stop) {
         let rank = worker.setup.rank;
-        worker
-            .train_one_rollout(&local, stop)
-            .map_err(|err| Error::Training(format!("worker {rank}: {}", err.report())))?;
+        worker.train_one_rollout(&local, stop).map_err(|cause| Error::Thread {
+            thread: format!("worker {rank}"),
+            cause: Box::new(cause),
+        })?;
         queue.requeue(worker);
     }
     Ok(())

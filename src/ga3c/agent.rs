@@ -13,10 +13,10 @@ use crate::env::{Action, Env};
 use crate::error::{Error, Result};
 use crate::ga3c::predictor::{PolicyRow, Reply, Request};
 use crate::ga3c::segment::Segment;
-use crate::monitor::TrainingCounters;
 use crate::policy;
 use crate::rollout::RewardShaping;
 use crate::stop::Stop;
+use crate::trainer::TrainingCounters;
 
 /// How often an agent waiting for its reply looks at the stop flag.
 const STOP_POLL: Duration = Duration::from_millis(50);

@@ -24,19 +24,18 @@ pub mod segment;
 pub mod trainer;
 pub mod tuner;
 
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use crossbeam::channel::{self, Receiver, Sender};
 
-use crate::config::TrainConfig;
-use crate::error::{Error, Result};
-use crate::monitor::{RunningTrainer, TrainingCounters};
+use crate::config::{Ga3cConfig, TrainConfig};
+use crate::error::Result;
 use crate::shared::SharedModel;
-use crate::stop::{self, Stop};
+use crate::supervisor::Supervisor;
+use crate::trainer::{RunningTrainer, TrainingCounters};
 use agent::AgentSetup;
 use predictor::{Batching, PredictorCounters, PredictorSetup, Request, SlotTable};
 use segment::Segment;
@@ -81,10 +80,11 @@ struct LastStatus {
 
 /// The running GA3C trainer: its threads and the queues between them.
 pub struct Ga3cTrainer<'a> {
-    config: &'a TrainConfig<'a>,
+    config: &'a TrainConfig,
+    settings: &'a Ga3cConfig,
     shared: SharedModel,
     counters: Arc<TrainingCounters>,
-    stop: Stop,
+    supervisor: Supervisor,
     requests: (Sender<Request>, Receiver<Request>),
     segments: (Sender<Segment>, Receiver<Segment>),
     slots: Arc<SlotTable>,
@@ -107,60 +107,37 @@ pub struct Ga3cTrainer<'a> {
 
 /// The most threads of each kind --autotune may run: twice the agents asked for (at
 /// least 8 more) and up to 4 predictors and 4 trainers, more than two cores use.
-pub fn ceiling(config: &TrainConfig) -> Counts {
-    let args = &config.args.ga3c;
-    if !args.autotune {
-        return Counts {
-            agents: config.workers,
-            predictors: args.predictors as usize,
-            trainers: args.trainers as usize,
-        };
+pub fn ceiling(agents: usize, settings: &Ga3cConfig) -> Counts {
+    if settings.autotune_window.is_none() {
+        return Counts { agents, predictors: settings.predictors, trainers: settings.trainers };
     }
     Counts {
-        agents: config.workers.saturating_mul(2).max(config.workers.saturating_add(8)),
-        predictors: (args.predictors as usize).max(4),
-        trainers: (args.trainers as usize).max(4),
+        agents: agents.saturating_mul(2).max(agents.saturating_add(8)),
+        predictors: settings.predictors.max(4),
+        trainers: settings.trainers.max(4),
     }
-}
-
-/// Checks the GA3C flags against each other, before anything starts.
-pub fn check_flags(config: &TrainConfig) -> Result<()> {
-    let args = &config.args;
-    if args.ga3c.predict_min_batch > args.ga3c.predict_batch {
-        return Err(Error::BadArguments(format!(
-            "--predict-min-batch {} is above --predict-batch {}; a predictor could never fill it",
-            args.ga3c.predict_min_batch, args.ga3c.predict_batch
-        )));
-    }
-    if !args.distributed_step_size.is_empty() {
-        return Err(Error::BadArguments(
-            "--distributed-step-size is A3C's; GA3C's agents all play segments of --num-steps"
-                .into(),
-        ));
-    }
-    Ok(())
 }
 
 /// Starts the agents, predictors and trainers. `shared` is the handle whose optimizer
 /// the checkpoints save; with --shared-optimizer false the other trainers step copies.
 pub fn start<'a>(
-    config: &'a TrainConfig<'a>,
+    config: &'a TrainConfig,
+    settings: &'a Ga3cConfig,
     shared: &SharedModel,
     counters: &Arc<TrainingCounters>,
-    stop: &Stop,
+    supervisor: &Supervisor,
 ) -> Result<Ga3cTrainer<'a>> {
-    check_flags(config)?;
-    let args = &config.args.ga3c;
-    let ceiling = ceiling(config);
+    let ceiling = ceiling(config.workers, settings);
     let requests = channel::unbounded();
     // Bounded, so that agents wait rather than play segments the trainers would only
     // drop as stale.
-    let segments = channel::bounded(config.workers.max(2 * args.train_batch as usize));
+    let segments = channel::bounded(config.workers.max(2 * settings.train_batch));
     let mut trainer = Ga3cTrainer {
         config,
+        settings,
         shared: shared.handle(),
         counters: Arc::clone(counters),
-        stop: stop.clone(),
+        supervisor: supervisor.clone(),
         requests,
         segments,
         slots: Arc::new(SlotTable::new(ceiling.agents, &config.spec, config.devices[0])),
@@ -183,17 +160,12 @@ pub fn start<'a>(
     };
     let counts = Counts {
         agents: config.workers,
-        predictors: args.predictors as usize,
-        trainers: args.trainers as usize,
+        predictors: settings.predictors,
+        trainers: settings.trainers,
     };
     trainer.set_counts(counts)?;
-    if args.autotune {
-        trainer.tuner = Some(Tuner::new(
-            counts,
-            ceiling,
-            Duration::from_secs_f64(args.autotune_window),
-            Instant::now(),
-        ));
+    if let Some(window) = settings.autotune_window {
+        trainer.tuner = Some(Tuner::new(counts, ceiling, window, Instant::now()));
     }
     crate::console::say(&format!(
         "devices: predictors and the agents' LSTM states on {}; trainers on {}; shared model and optimizer on cpu; \
@@ -250,11 +222,7 @@ impl Ga3cTrainer<'_> {
     ) -> Result<JoinHandle<()>> {
         let name = format!("{} {}", role.name(), self.started[role as usize]);
         self.started[role as usize] += 1;
-        stop::spawn_guarded(name, &self.stop, body).map_err(|cause| Error::Io {
-            action: "start a thread for",
-            path: PathBuf::from(&self.config.args.environment.env),
-            cause,
-        })
+        self.supervisor.spawn(name, body)
     }
 
     fn start_agent(&mut self) -> Result<()> {
@@ -276,17 +244,17 @@ impl Ga3cTrainer<'_> {
         let retire = Arc::new(AtomicBool::new(false));
         let setup = AgentSetup {
             index: slot,
-            env: config.make_env(rank)?,
-            seed: config.args.seed.wrapping_add(rank as u64),
+            env: config.env.make(rank)?,
+            seed: config.env.seed(rank),
             rewards: config.rewards,
-            num_steps: config.args.num_steps,
-            max_episode_length: config.args.environment.max_episode_length,
+            num_steps: self.settings.num_steps,
+            max_episode_length: config.env.max_episode_length,
             requests: self.requests.0.clone(),
             segments: self.segments.0.clone(),
             counters: Arc::clone(&self.counters),
             retire: Arc::clone(&retire),
         };
-        let stop = self.stop.clone();
+        let stop = self.supervisor.stop().clone();
         let handle = self.spawn(Role::Agent, move || agent::run_agent(setup, &stop))?;
         self.agents.push(Running { handle, retire, slot: Some(slot) });
         Ok(())
@@ -294,7 +262,6 @@ impl Ga3cTrainer<'_> {
 
     fn start_predictor(&mut self) -> Result<()> {
         let config = self.config;
-        let args = &config.args.ga3c;
         let retire = Arc::new(AtomicBool::new(false));
         let setup = PredictorSetup {
             spec: config.spec.clone(),
@@ -305,14 +272,14 @@ impl Ga3cTrainer<'_> {
             slots: Arc::clone(&self.slots),
             requests: self.requests.1.clone(),
             batching: Batching {
-                min_batch: args.predict_min_batch as usize,
-                max_batch: args.predict_batch as usize,
-                timeout: Duration::from_micros(args.predict_timeout_us),
+                min_batch: self.settings.predict_min_batch,
+                max_batch: self.settings.predict_batch,
+                timeout: self.settings.predict_timeout,
             },
             counters: Arc::clone(&self.predictor_counters),
             retire: Arc::clone(&retire),
         };
-        let stop = self.stop.clone();
+        let stop = self.supervisor.stop().clone();
         let handle = self.spawn(Role::Predictor, move || {
             predictor::run_predictor(setup, &stop);
             Ok(())
@@ -324,7 +291,7 @@ impl Ga3cTrainer<'_> {
     fn start_trainer(&mut self) -> Result<()> {
         let config = self.config;
         let index = self.started[Role::Trainer as usize];
-        let shared = if config.args.shared_optimizer || index == 0 {
+        let shared = if config.shared_optimizer || index == 0 {
             self.shared.handle()
         } else {
             self.shared.with_optimizer(self.shared.optimizer().duplicate())
@@ -336,13 +303,13 @@ impl Ga3cTrainer<'_> {
             observation_shape: self.observation_shape(),
             shared,
             loss: config.loss,
-            train_batch: config.args.ga3c.train_batch as usize,
-            max_policy_lag: config.args.ga3c.max_policy_lag,
+            train_batch: self.settings.train_batch,
+            max_policy_lag: self.settings.max_policy_lag,
             counters: Arc::clone(&self.counters),
             trainer_counters: Arc::clone(&self.trainer_counters),
-            profile_phases: config.args.profile_phases,
+            profile_phases: config.profile_phases,
         };
-        let (segments, stop) = (self.segments.1.clone(), self.stop.clone());
+        let (segments, stop) = (self.segments.1.clone(), self.supervisor.stop().clone());
         let thread_retire = Arc::clone(&retire);
         let handle =
             self.spawn(Role::Trainer, move || trainer::run(setup, segments, stop, thread_retire))?;
@@ -394,11 +361,13 @@ impl RunningTrainer for Ga3cTrainer<'_> {
         Some(change.reason)
     }
 
-    fn join(self: Box<Self>) {
+    fn updates_play(&self) -> bool {
+        false
+    }
+
+    fn into_threads(self: Box<Self>) -> Vec<JoinHandle<()>> {
         let Ga3cTrainer { agents, predictors, trainers, retired, retiring_agents, .. } = *self;
         let running = agents.into_iter().chain(retiring_agents).chain(predictors).chain(trainers);
-        for handle in running.map(|thread| thread.handle).chain(retired) {
-            let _ = handle.join();
-        }
+        running.map(|thread| thread.handle).chain(retired).collect()
     }
 }

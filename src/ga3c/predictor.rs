@@ -14,9 +14,9 @@ use tch::{nn, Device, Kind, Tensor};
 use crate::device;
 use crate::ga3c::segment::StartState;
 use crate::model::{ActorCritic, LstmState, ModelSpec, Policy};
-use crate::monitor::TrainingCounters;
 use crate::shared::SharedModel;
 use crate::stop::Stop;
+use crate::trainer::TrainingCounters;
 
 /// How often a predictor waiting for work looks at the stop flag.
 const STOP_POLL: Duration = Duration::from_millis(50);

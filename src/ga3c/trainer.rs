@@ -13,10 +13,10 @@ use tch::Device;
 use super::segment::{batched_loss, Segment, SegmentLoss};
 use crate::error::Result;
 use crate::model::ModelSpec;
-use crate::monitor::{lap, TrainingCounters};
 use crate::rollout::LossConfig;
 use crate::shared::{LocalModel, SharedModel};
 use crate::stop::Stop;
+use crate::trainer::{lap, TrainingCounters};
 
 /// What the trainers count beyond the shared counters, for GA3C's status line.
 #[derive(Default)]

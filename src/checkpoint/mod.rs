@@ -10,6 +10,8 @@
 //! and the sidecar's checksums tell which. Loading takes the current set when its
 //! checksums hold and the previous one, with a warning, when they do not.
 
+pub mod torch_file;
+
 use std::fs::{self, File, OpenOptions, TryLockError};
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
@@ -671,7 +673,7 @@ pub fn read_model(path: &Path) -> Result<Vec<(String, Tensor)>> {
     if path.extension().is_some_and(|extension| extension == "safetensors") {
         return read_tensors(path, None);
     }
-    let tensors = crate::torch_file::read_state_dict(path)?;
+    let tensors = torch_file::read_state_dict(path)?;
     for (name, tensor) in &tensors {
         if let Some(problem) = implausible_values(name, tensor) {
             return Err(Error::CorruptCheckpoint {
