@@ -31,6 +31,13 @@ pub struct PlotLog {
     /// Whether any status line gave agent steps; eval logs, the Python reference's
     /// and those of older a3g versions have none.
     pub has_status_lines: bool,
+    /// Lines that begin like a game or status line but are not one whole: cut short
+    /// by a killed run, or fused with a line another run wrote into the same log.
+    pub broken_lines: usize,
+    /// a3g game or status lines whose clock reads earlier than the line of their kind
+    /// before them in the same part. a3g's clock never runs back, so another run
+    /// logging into the same file wrote them; taken in, they would stretch the curve.
+    pub out_of_order_lines: usize,
 }
 
 /// One learning curve: a fresh run and every part that resumed it with `--load`.
@@ -95,15 +102,31 @@ impl Part {
         self.games.is_empty() && self.status.is_empty()
     }
 
-    fn push_game(&mut self, mut seconds: f64, reward: f64) {
-        // The Python reference prints its clock with strftime("%H"), which wraps after
-        // a day; a3g's clock never runs backwards within a part.
+    /// Adds a test game, unless its clock runs back (see [`PlotLog::out_of_order_lines`]).
+    fn push_game(&mut self, clock: Clock, reward: f64) -> bool {
+        let mut seconds = clock.seconds;
         if let Some(&(last, _)) = self.games.last() {
-            while seconds < last {
-                seconds += 86_400.0;
+            if seconds < last {
+                if !clock.wraps_daily {
+                    return false;
+                }
+                // The Python reference prints its clock with strftime("%H"), which
+                // wraps after a day: add the days that bring it past the last game, in
+                // one step however far that game's clock reads (rounding aside).
+                seconds = (seconds + DAY * ((last - seconds) / DAY).ceil()).max(last);
             }
         }
         self.games.push((seconds, reward));
+        true
+    }
+
+    /// Adds a status line's reading, unless its clock runs back.
+    fn push_status(&mut self, seconds: f64, agent_steps: f64) -> bool {
+        if self.status.last().is_some_and(|&(last, _)| seconds < last) {
+            return false;
+        }
+        self.status.push((seconds, agent_steps));
+        true
     }
 
     /// The last clock reading of the part: where a part resuming it begins.
@@ -119,26 +142,39 @@ impl Part {
     }
 }
 
-/// Reads the log text into curves. Lines it does not know (arguments, notes, a line
-/// cut short by a killed run) are skipped.
+/// Reads the log text into curves. Lines it does not know (arguments, notes) are
+/// passed over; game and status lines that are not whole, or whose clock runs back,
+/// are left out and counted.
 pub fn parse(text: &str) -> PlotLog {
     let mut env = None;
     let mut has_status_lines = false;
+    let (mut broken_lines, mut out_of_order_lines) = (0, 0);
     let mut runs: Vec<Vec<Part>> = Vec::new();
     let mut run: Vec<Part> = Vec::new();
     let mut part = Part::fresh();
     for line in text.lines() {
         let line = line.trim_end();
+        match record(line) {
+            Record::Game { clock, reward } => {
+                out_of_order_lines += usize::from(!part.push_game(clock, reward));
+                continue;
+            }
+            Record::Status { seconds, agent_steps } => {
+                has_status_lines = true;
+                out_of_order_lines += usize::from(!part.push_status(seconds, agent_steps));
+                continue;
+            }
+            Record::Broken => {
+                broken_lines += 1;
+                continue;
+            }
+            Record::Other => {}
+        }
         if line == NEW_RUN {
             run.push(std::mem::replace(&mut part, Part::fresh()));
             runs.push(std::mem::take(&mut run));
         } else if let Some(agent_steps) = resumed_at(line) {
             run.push(std::mem::replace(&mut part, Part::resumed(agent_steps)));
-        } else if let Some((seconds, reward)) = game_line(line) {
-            part.push_game(seconds, reward);
-        } else if let Some((seconds, agent_steps)) = status_line(line) {
-            has_status_lines = true;
-            part.status.push((seconds, agent_steps));
         } else if let Some(value) = argument(line, "env") {
             env.get_or_insert(value);
         } else if argument(line, "load").as_deref() == Some("true")
@@ -151,7 +187,7 @@ pub fn parse(text: &str) -> PlotLog {
     run.push(part);
     runs.push(run);
     let curves = runs.iter().map(|parts| curve(parts)).filter(|c| !c.games.is_empty()).collect();
-    PlotLog { env, curves, has_status_lines }
+    PlotLog { env, curves, has_status_lines, broken_lines, out_of_order_lines }
 }
 
 /// Joins the parts of one run into a curve on one clock.
@@ -176,7 +212,7 @@ fn curve(parts: &[Part]) -> Curve {
                 seconds: offset + seconds,
                 agent_steps: steps_at(&step_points, seconds),
                 reward,
-                mean: recent.iter().sum::<f64>() / recent.len() as f64,
+                mean: mean(&recent),
             });
         }
         offset += part.end();
@@ -204,32 +240,103 @@ fn resumed_at(line: &str) -> Option<u64> {
     line.strip_prefix(RESUMED_AT)?.strip_suffix(" agent steps ---")?.parse().ok()
 }
 
-/// `Time 00h 01m 23s, episode reward R, ...` gives (seconds, R). Anything may come
-/// before `Time`: the Python reference's logger puts a date there.
-fn game_line(line: &str) -> Option<(f64, f64)> {
-    let (_, rest) = line.split_once("Time ")?;
-    let (clock, rest) = rest.split_once(", episode reward ")?;
-    let reward: f64 = rest.split(',').next()?.trim().parse().ok()?;
-    // A line cut short by a killed run has no length after the reward.
-    if !rest.contains(", episode length ") || !reward.is_finite() {
-        return None;
+/// Seconds in a day, after which the reference's clock wraps.
+const DAY: f64 = 86_400.0;
+
+/// How a game line begins, wherever it starts in the line.
+const GAME_MARK: &str = "Time ";
+/// What follows a status line's clock.
+const STATUS_MARK: &str = "] agent steps ";
+
+/// What one log line holds, for plotting.
+#[derive(Debug, PartialEq)]
+enum Record {
+    /// A whole game line.
+    Game { clock: Clock, reward: f64 },
+    /// A whole status line.
+    Status { seconds: f64, agent_steps: f64 },
+    /// Begins like a game or status line but is not one whole: cut short, or two
+    /// lines fused into one (whose first line's numbers would read as the whole).
+    Broken,
+    /// Anything else: arguments, notes, separators.
+    Other,
+}
+
+/// A game line's clock.
+#[derive(Debug, PartialEq)]
+struct Clock {
+    seconds: f64,
+    /// Whether it is the Python reference's, which wraps after a day; a3g's runs on.
+    wraps_daily: bool,
+}
+
+/// What `line` holds. A line with two records' beginnings is two lines fused.
+fn record(line: &str) -> Record {
+    match line.matches(GAME_MARK).count() + line.matches(STATUS_MARK).count() {
+        0 => Record::Other,
+        1 => game_line(line).or_else(|| status_line(line)).unwrap_or(Record::Broken),
+        _ => Record::Broken,
     }
-    Some((clock_seconds(clock)?, reward))
 }
 
-/// `[00h 00m 05s] agent steps 1234, ...` gives (seconds, 1234).
-fn status_line(line: &str) -> Option<(f64, f64)> {
-    let (clock, rest) = line.strip_prefix('[')?.split_once("] agent steps ")?;
-    let agent_steps: u64 = rest.split(',').next()?.parse().ok()?;
-    Some((clock_seconds(clock)?, agent_steps as f64))
+/// `Time 00h 01m 23s, episode reward R, episode length N, reward mean M` and nothing
+/// after it. a3g writes nothing before `Time`; the Python reference's logger writes
+/// `<date> : `.
+fn game_line(line: &str) -> Option<Record> {
+    let (prefix, rest) = line.split_once(GAME_MARK)?;
+    let wraps_daily = match prefix {
+        "" => false,
+        _ if prefix.ends_with(" : ") => true,
+        _ => return None,
+    };
+    let (clock, rest) = rest.split_once(", episode reward ")?;
+    let (reward, rest) = rest.split_once(", episode length ")?;
+    let (length, mean) = rest.split_once(", reward mean ")?;
+    let reward = reward.parse::<f64>().ok().filter(|reward| reward.is_finite())?;
+    digits(length)?;
+    mean.parse::<f64>().ok()?;
+    Some(Record::Game { clock: Clock { seconds: clock_seconds(clock)?, wraps_daily }, reward })
 }
 
-/// `00h 01m 23s` in seconds.
+/// `[00h 00m 05s] agent steps 1234, ...` gives (5, 1234).
+fn status_line(line: &str) -> Option<Record> {
+    let (clock, rest) = line.strip_prefix('[')?.split_once(STATUS_MARK)?;
+    let (agent_steps, _) = rest.split_once(", ").unwrap_or((rest, ""));
+    let agent_steps = digits(agent_steps)? as f64;
+    Some(Record::Status { seconds: clock_seconds(clock)?, agent_steps })
+}
+
+/// `00h 01m 23s` (hours of any length, minutes and seconds of two digits below 60) in
+/// seconds.
 fn clock_seconds(clock: &str) -> Option<f64> {
-    let mut fields = clock.split_whitespace();
-    let mut field = |unit: char| fields.next()?.strip_suffix(unit)?.parse::<u64>().ok();
-    let (hours, minutes, seconds) = (field('h')?, field('m')?, field('s')?);
-    Some((hours * 3600 + minutes * 60 + seconds) as f64)
+    let [hours, minutes, seconds] = clock.split(' ').collect::<Vec<_>>()[..] else {
+        return None;
+    };
+    let hours = digits(hours.strip_suffix('h')?)?;
+    let sixtieths = |field: &str, unit: char| {
+        let field = field.strip_suffix(unit)?;
+        digits(field).filter(|&value| field.len() == 2 && value < 60)
+    };
+    let (minutes, seconds) = (sixtieths(minutes, 'm')?, sixtieths(seconds, 's')?);
+    // In floating point: hours near u64's limit would overflow as seconds in u64.
+    Some(hours as f64 * 3600.0 + (minutes * 60 + seconds) as f64)
+}
+
+/// A number written in decimal digits alone (no sign, no spaces), as a3g writes counts.
+fn digits(text: &str) -> Option<u64> {
+    text.bytes().all(|byte| byte.is_ascii_digit()).then(|| text.parse().ok()).flatten()
+}
+
+/// The mean of `scores`, which may lie near f64's limits: summed as they are when the
+/// sum stays finite (exact for the usual integer scores), else each divided first.
+fn mean(scores: &VecDeque<f64>) -> f64 {
+    let count = scores.len() as f64;
+    let sum: f64 = scores.iter().sum();
+    if sum.is_finite() {
+        sum / count
+    } else {
+        scores.iter().map(|score| score / count).sum()
+    }
 }
 
 /// The value of an argument line `key: value`, a JSON value in a3g's logs and plain
@@ -271,6 +378,9 @@ pub fn run(args: &PlotArgs) -> Result<()> {
     let logs: Vec<(&PathBuf, PlotLog)> =
         args.logs.iter().map(|path| Ok((path, read(path)?))).collect::<Result<_>>()?;
     for (path, log) in &logs {
+        if let Some(note) = skipped_note(path, log) {
+            console::warn(&note);
+        }
         if !log.has_status_lines {
             console::warn(&format!(
                 "note: {} has no status lines, so the agent-steps panel leaves it out; \
@@ -314,6 +424,33 @@ pub fn run(args: &PlotArgs) -> Result<()> {
     })?;
     console::say(&output.display().to_string());
     Ok(())
+}
+
+/// The note on the game and status lines of the log at `path` that were left out, if
+/// any were.
+fn skipped_note(path: &Path, log: &PlotLog) -> Option<String> {
+    let mut reasons = Vec::new();
+    if log.broken_lines > 0 {
+        reasons.push(format!(
+            "{} not whole (cut short by a killed run, or fused with a line of another run \
+             writing the same log)",
+            log.broken_lines
+        ));
+    }
+    if log.out_of_order_lines > 0 {
+        reasons.push(format!(
+            "{} whose clock runs back (written by another run logging into the same file)",
+            log.out_of_order_lines
+        ));
+    }
+    (!reasons.is_empty()).then(|| {
+        format!(
+            "note: left out {} game or status lines of {}: {}",
+            log.broken_lines + log.out_of_order_lines,
+            path.display(),
+            reasons.join("; ")
+        )
+    })
 }
 
 /// `<log>.png`, beside the log.
@@ -498,13 +635,18 @@ fn y_desc(panel_height: u32) -> &'static str {
     }
 }
 
-/// The score axis: every game's score with some room above and below.
+/// The score axis: every game's score with some room above and below. plotters looks
+/// for tick spacings forever on an axis whose length is not finite, so the span is
+/// taken in halves (scores of ±1e308 would overflow it) and the ends stay within a
+/// quarter of f64's range; scores beyond them are drawn at the edge.
 fn score_range(series: &[Series]) -> (f64, f64) {
     let scores = series.iter().flat_map(|s| &s.curve.games).map(|game| game.reward);
     let (low, high) =
         scores.fold((f64::INFINITY, f64::NEG_INFINITY), |(low, high), r| (low.min(r), high.max(r)));
-    let room = if high > low { (high - low) * 0.05 } else { 1.0 };
-    (low - room, high + room)
+    let half_span = high / 2.0 - low / 2.0;
+    let room = if half_span > 0.0 { half_span * 0.1 } else { (high.abs() * 0.05).max(1.0) };
+    let limit = f64::MAX / 4.0;
+    ((low - room).clamp(-limit, limit), (high + room).clamp(-limit, limit))
 }
 
 /// The unit the time axis counts in for a run of `seconds`: seconds for a short run,
@@ -519,8 +661,14 @@ fn time_unit(seconds: f64) -> (f64, &'static str) {
     }
 }
 
-/// A tick label with no trailing zeros: 0.5, 12, -20.
+/// A tick label with no trailing zeros: 0.5, 12, -20, and 2.5e12 from ten million on
+/// (a damaged log's scores or clock would otherwise give labels of hundreds of digits).
 fn short_number(value: &f64) -> String {
+    if value.abs() >= 1e7 {
+        let text = format!("{value:.2e}");
+        let (mantissa, exponent) = text.split_once('e').unwrap_or((&text, "0"));
+        return format!("{}e{exponent}", mantissa.trim_end_matches('0').trim_end_matches('.'));
+    }
     let text = format!("{value:.2}");
     let text = text.trim_end_matches('0').trim_end_matches('.');
     if text == "-0" {
@@ -530,10 +678,13 @@ fn short_number(value: &f64) -> String {
     }
 }
 
-/// A count with an SI suffix: 250k, 1.5M, 40M.
+/// A count with an SI suffix: 250k, 1.5M, 40M; from a trillion on, as [`short_number`]
+/// writes it.
 fn si_number(value: &f64) -> String {
     let magnitude = value.abs();
-    let (scaled, suffix) = if magnitude >= 1e9 {
+    let (scaled, suffix) = if magnitude >= 1e12 {
+        (*value, "")
+    } else if magnitude >= 1e9 {
         (value / 1e9, "G")
     } else if magnitude >= 1e6 {
         (value / 1e6, "M")
@@ -560,7 +711,10 @@ fn encode_png(pixels: &[u8], width: u32, height: u32) -> Result<Vec<u8>> {
 
 #[cfg(test)]
 mod tests {
+    use std::time::{Duration, Instant};
+
     use super::*;
+    use crate::env::rng::Rng;
 
     /// A log of two runs: a fresh one with arguments and status lines, a resumed part
     /// whose clock restarts at 0, then a new run. (Hand-worked numbers in the test.)
@@ -612,12 +766,124 @@ Time 00h 00m 07s, episode reward -21, episode len";
     }
 
     /// A new run starts a curve of its own at 0 s with its own mean; a game line cut
-    /// short (the run was killed while writing it) is left out.
+    /// short (the run was killed while writing it) is left out, and counted.
     #[test]
     fn new_run_starts_its_own_curve() {
-        let second = &parse(TWO_RUNS).curves[1];
-        assert_eq!(seconds_steps_means(second), [(3.0, Some(300.0), -20.0)]);
-        assert!(second.resumes.is_empty());
+        let log = parse(TWO_RUNS);
+        assert_eq!(seconds_steps_means(&log.curves[1]), [(3.0, Some(300.0), -20.0)]);
+        assert!(log.curves[1].resumes.is_empty());
+        assert_eq!((log.broken_lines, log.out_of_order_lines), (1, 0));
+    }
+
+    /// Two runs writing one log (their own save folders, one --log-dir): lines fused
+    /// into one are left out rather than read as their first half, and a3g lines whose
+    /// clock runs back are another run's, left out rather than taken for a day's wrap
+    /// (which drew 6 s of training as 216 hours). Each is counted.
+    #[test]
+    fn lines_of_two_runs_in_one_log_are_left_out() {
+        let game = |seconds: u32, reward: u32| {
+            format!("Time 00h 00m {seconds:02}s, episode reward {reward}, episode length 9, reward mean 1.0000")
+        };
+        let status = |seconds: u32| {
+            format!(
+                "[00h 00m {seconds:02}s] agent steps {seconds}000, emulator frames 4, 1 steps/s"
+            )
+        };
+        let text = [
+            game(1, 10),
+            status(2),
+            game(3, 30) + &game(1, 99),
+            status(4) + &game(2, 99),
+            game(4, 40),
+            game(2, 99),
+            status(1),
+            game(5, 50) + " extra",
+            game(6, 60),
+            status(6),
+        ]
+        .join("\n");
+        let log = parse(&text);
+        let points: Vec<(f64, Option<f64>, f64)> =
+            log.curves[0].games.iter().map(|g| (g.seconds, g.agent_steps, g.reward)).collect();
+        assert_eq!(
+            points,
+            [(1.0, Some(1000.0), 10.0), (4.0, Some(4000.0), 40.0), (6.0, Some(6000.0), 60.0)]
+        );
+        assert_eq!((log.broken_lines, log.out_of_order_lines), (3, 2));
+    }
+
+    /// Game lines must match the format whole: anything after the mean, a sign or a
+    /// space in a count, minutes past 59, a non-finite score or a prefix that is not
+    /// the reference logger's `<date> : ` makes a broken line; a lone line of absurd
+    /// but well-formed numbers reads.
+    #[test]
+    fn game_lines_are_read_whole_or_not_at_all() {
+        let line = "Time 00h 01m 02s, episode reward -1.5, episode length 7, reward mean -1.5000";
+        assert_eq!(
+            record(line),
+            Record::Game { clock: Clock { seconds: 62.0, wraps_daily: false }, reward: -1.5 }
+        );
+        let reference = format!("2018-03-01 10:00:21,002 : {line}");
+        assert!(matches!(
+            record(&reference),
+            Record::Game { clock: Clock { wraps_daily: true, .. }, .. }
+        ));
+        for broken in [
+            format!("{line}x"),
+            format!("{line} "),
+            line.replace("length 7", "length +7"),
+            line.replace("length 7", "length 7 "),
+            line.replace("01m", "60m"),
+            line.replace("02s", "2s"),
+            line.replace("00h", "-1h"),
+            line.replace("-1.5,", "NaN,"),
+            line.replace("-1.5,", "inf,"),
+            line.replace("-1.5,", "1e309,"),
+            format!("{}Time", &line[..20]),
+            format!("note{line}"),
+            format!("[00h 00m 01s] agent steps 1, ms per update: x{line}"),
+        ] {
+            assert_eq!(record(&broken), Record::Broken, "{broken}");
+        }
+        let huge =
+            "Time 100000000000000h 00m 00s, episode reward 1e308, episode length 1, reward mean 1";
+        assert_eq!(
+            record(huge),
+            Record::Game { clock: Clock { seconds: 3.6e17, wraps_daily: false }, reward: 1e308 }
+        );
+    }
+
+    /// A clock of 10^14 hours followed by an ordinary line no longer loops a day at a
+    /// time: an a3g line running back is left out, and the reference's wraps in one
+    /// step.
+    #[test]
+    fn huge_clocks_read_at_once() {
+        let huge =
+            "Time 100000000000000h 00m 00s, episode reward 1, episode length 1, reward mean 1";
+        let ordinary = "Time 00h 00m 05s, episode reward 2, episode length 1, reward mean 1";
+        let log = parse(&format!("{huge}\n{ordinary}\n"));
+        assert_eq!(log.curves[0].games.len(), 1);
+        assert_eq!(log.out_of_order_lines, 1);
+        let log = parse(&format!("d : {huge}\nd : {ordinary}\n"));
+        let seconds: Vec<f64> = log.curves[0].games.iter().map(|g| g.seconds).collect();
+        assert_eq!(seconds.len(), 2);
+        assert!(seconds[1] >= seconds[0] && seconds[1] - seconds[0] <= DAY, "{seconds:?}");
+    }
+
+    /// Scores at f64's limits give a finite score axis (plotters searched forever for
+    /// ticks on an infinite one) and a finite mean.
+    #[test]
+    fn extreme_scores_give_a_finite_axis() {
+        let log = parse(
+            "Time 00h 00m 01s, episode reward 1e308, episode length 1, reward mean 1\n\
+             Time 00h 00m 02s, episode reward -1e308, episode length 1, reward mean 1\n\
+             Time 00h 00m 03s, episode reward 1.7976931348623157e308, episode length 1, reward mean 1\n",
+        );
+        let curve = &log.curves[0];
+        assert!(curve.games.iter().all(|game| game.mean.is_finite()));
+        let series = [Series { label: String::new(), curve, color: PALETTE[0] }];
+        let (low, high) = score_range(&series);
+        assert!(low < -1e307 && high > 1e307 && (high - low).is_finite(), "{low} {high}");
     }
 
     /// The Python reference's lines carry a date before `Time` and its clock wraps
@@ -659,7 +925,8 @@ Time 00h 00m 07s, episode reward -21, episode len";
         let text: String = (0..150)
             .map(|i| {
                 format!(
-                    "Time 00h 00m {:02}s, episode reward {i}, episode length 1, reward mean 0\n",
+                    "Time 00h {:02}m {:02}s, episode reward {i}, episode length 1, reward mean 0\n",
+                    i / 60,
                     i % 60
                 )
             })
@@ -676,18 +943,190 @@ Time 00h 00m 07s, episode reward -21, episode len";
         assert!(log.curves.is_empty());
     }
 
-    /// Tick labels drop trailing zeros and count steps with SI suffixes; the time
-    /// axis counts in seconds, minutes or hours by the run's length.
+    /// Tick labels drop trailing zeros and count steps with SI suffixes, in powers of
+    /// ten where the numbers are huge; the time axis counts in seconds, minutes or hours
+    /// by the run's length.
     #[test]
     fn axis_labels() {
         assert_eq!(short_number(&0.5), "0.5");
         assert_eq!(short_number(&-20.0), "-20");
         assert_eq!(short_number(&-0.001), "0");
+        assert_eq!(short_number(&2.5e12), "2.5e12");
+        assert_eq!(short_number(&-1e308), "-1e308");
         assert_eq!(si_number(&250_000.0), "250k");
         assert_eq!(si_number(&1_500_000.0), "1.5M");
+        assert_eq!(si_number(&3e15), "3e15");
         assert_eq!(si_number(&0.0), "0");
         assert_eq!(time_unit(90.0).1, "seconds");
         assert_eq!(time_unit(3600.0).1, "minutes");
         assert_eq!(time_unit(36_000.0).1, "hours");
+    }
+
+    /// Ordinary and adversarial lines: the fuzz test's starting log.
+    const ADVERSARIAL_LOG: &str = "\
+env: \"CartPole-v1\"
+load: true
+[00h 00m 01s] agent steps 10, emulator frames 10, 10 steps/s
+Time 00h 00m 02s, episode reward 9, episode length 9, reward mean 9.0000
+Time 100000000000000h 00m 00s, episode reward 1, episode length 1, reward mean 1
+Time 00h 00m 03s, episode reward 1e308, episode length 1, reward mean 1e308
+Time 00h 00m 04s, episode reward -1e308, episode length 1, reward mean -1e308
+2018-03-01 10:00:21,002 : Time 23h 59m 59s, episode reward 5e-324, episode length 7, reward mean 0.0000
+2018-03-01 10:00:22,002 : Time 00h 00m 01s, episode reward -0, episode length 7, reward mean NaN
+[18446744073709551615h 59m 59s] agent steps 18446744073709551615, emulator frames 0
+--- a3g train resumed here, at 18446744073709551615 agent steps ---
+Time 00h 00m 05s, episode reward NaN, episode length 1, reward mean inf
+Time 00h 00m 06s, épisode reward 3, episode length 1, reward mean 3 ✓
+[00h 00m 07s] agent steps 20, emulator frames 20, 1 steps/sTime 00h 00m 07s, episode reward 7, episode length 1, reward mean 7.0000
+Time 00h 00m 08s, episode reward 8, episode length 1, reward mean 8.0000Time 00h 00m 01s, episode reward 1, episode length 1, reward mean 1.0000
+--- a3g train started a new run here ---
+Time 00h 00m 09s, episode reward 2, episode len
+";
+
+    fn pick<'a>(rng: &mut Rng, choices: &[&'a str]) -> &'a str {
+        choices[rng.integer(0, choices.len() as u32 - 1) as usize]
+    }
+
+    /// One of `ordinary` seven times in ten, else one of `adversarial`.
+    fn field<'a>(rng: &mut Rng, ordinary: &[&'a str], adversarial: &[&'a str]) -> &'a str {
+        if rng.integer(0, 9) < 7 {
+            pick(rng, ordinary)
+        } else {
+            pick(rng, adversarial)
+        }
+    }
+
+    /// A line built at random from ordinary and adversarial fields, sometimes cut
+    /// short or fused with another.
+    fn random_line(rng: &mut Rng) -> String {
+        let hours = ["100000000000000", "18446744073709551615", "18446744073709551616", "-1", "٣"];
+        let sixtieths = ["60", "5", "-1", "٣٣", " 1"];
+        let numbers = [
+            "1e308",
+            "-1e308",
+            "1.7976931348623157e308",
+            "NaN",
+            "inf",
+            "-inf",
+            "5e-324",
+            "-0",
+            "18446744073709551615",
+            "99999999999999999999",
+            "+3",
+            " 4",
+            "１",
+            "",
+        ];
+        let ordinary = ["0", "21", "-3.5", "500"];
+        let clock = format!(
+            "{}h {}m {}s",
+            field(rng, &["00", "01", "25"], &hours),
+            field(rng, &["00", "07", "59"], &sixtieths),
+            field(rng, &["00", "07", "59"], &sixtieths)
+        );
+        let mut line = match rng.integer(0, 5) {
+            0..=2 => format!(
+                "{}Time {clock}, episode reward {}, episode length {}, reward mean {}",
+                field(rng, &[""], &["2018-03-01 10:00:21,002 : ", "x : ", "é"]),
+                field(rng, &ordinary, &numbers),
+                field(rng, &["1", "500"], &numbers),
+                field(rng, &ordinary, &numbers)
+            ),
+            3 => format!(
+                "[{clock}] agent steps {}, emulator frames 1",
+                field(rng, &["0", "500"], &numbers)
+            ),
+            4 => format!(
+                "--- a3g train resumed here, at {} agent steps ---",
+                field(rng, &["0", "500"], &numbers)
+            ),
+            _ => pick(rng, &[NEW_RUN, "load: true", "env: \"Pong\"", "", "\u{0}\u{feff}💥"]).into(),
+        };
+        if rng.integer(0, 9) == 0 {
+            line.push_str(&random_line(rng));
+        }
+        if rng.integer(0, 9) == 0 {
+            let cut = rng.integer(0, line.len() as u32) as usize;
+            line.truncate((0..=cut).rev().find(|&at| line.is_char_boundary(at)).unwrap_or(0));
+        }
+        line
+    }
+
+    /// What a parsed log always holds, whatever its text: curves of finite scores and
+    /// means (within the curve's scores), clocks that never run back, agent steps
+    /// finite and not negative, and no more lines left out than there are lines.
+    fn assert_sane(log: &PlotLog, text: &str) {
+        assert!(log.broken_lines + log.out_of_order_lines <= text.lines().count());
+        for curve in &log.curves {
+            assert!(!curve.games.is_empty());
+            let low = curve.games.iter().map(|g| g.reward).fold(f64::INFINITY, f64::min);
+            let high = curve.games.iter().map(|g| g.reward).fold(f64::NEG_INFINITY, f64::max);
+            let mut last = 0.0;
+            for game in &curve.games {
+                assert!(game.seconds.is_finite() && game.seconds >= last, "{game:?}");
+                last = game.seconds;
+                assert!(game.reward.is_finite(), "{game:?}");
+                // The mean of scores near f64's limits is rounded: within a part in 1e12.
+                let slack = high.abs().max(low.abs()) * 1e-12;
+                assert!(game.mean >= low - slack && game.mean <= high + slack, "{game:?}");
+                assert!(game.agent_steps.is_none_or(|s| s.is_finite() && s >= 0.0), "{game:?}");
+            }
+            assert!(curve.resumes.iter().all(|r| r.seconds.is_finite() && r.seconds >= 0.0));
+        }
+    }
+
+    /// Draws `log` small, in a thread of its own, and fails if that takes two seconds
+    /// (a hang in plotters' tick search never returns).
+    fn assert_draws_in_time(log: PlotLog, case: &str) {
+        let (done, finished) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let series: Vec<Series> = log
+                .curves
+                .iter()
+                .map(|curve| Series { label: "log".into(), curve, color: PALETTE[0] })
+                .collect();
+            let _ =
+                done.send(draw(&series, "fuzz", 320, 240).map(|_| ()).map_err(|e| e.to_string()));
+        });
+        match finished.recv_timeout(Duration::from_secs(2)) {
+            Ok(drawn) => drawn.unwrap_or_else(|error| panic!("{case}: {error}")),
+            Err(_) => panic!("{case}: drawing took over 2 s"),
+        }
+    }
+
+    /// The log parser on thousands of seeded random logs: the adversarial log above
+    /// damaged at random (cut, fused, repeated, bytes changed), and logs of lines made
+    /// from ordinary and adversarial fields (huge clocks and counts, scores of ±1e308,
+    /// NaN, inf, signs, spaces, other scripts' digits, cut and fused lines). Each parses
+    /// without a panic into a sane log (see `assert_sane`) within the time bound, and
+    /// some draw; well under a second in all (`--nocapture` prints the times).
+    #[test]
+    fn random_and_adversarial_logs_parse_cleanly() {
+        crate::fuzz::fuzz("log", 5, 5000, ADVERSARIAL_LOG.as_bytes(), &[], |bytes| {
+            let text = String::from_utf8_lossy(bytes);
+            assert_sane(&parse(&text), &text);
+            Ok::<_, String>(())
+        });
+        let started = Instant::now();
+        let mut rng = Rng::new(6);
+        let (mut games, mut drawn) = (0, 0);
+        for case in 0..5000 {
+            let lines: Vec<String> =
+                (0..rng.integer(1, 30)).map(|_| random_line(&mut rng)).collect();
+            let text = lines.join("\n");
+            let log = std::panic::catch_unwind(|| parse(&text))
+                .unwrap_or_else(|_| panic!("random log {case} panicked:\n{text}"));
+            assert_sane(&log, &text);
+            games += log.curves.iter().map(|curve| curve.games.len()).sum::<usize>();
+            if drawn < 30 && !log.curves.is_empty() && case % 50 == 0 {
+                assert_draws_in_time(log, &format!("random log {case}:\n{text}"));
+                drawn += 1;
+            }
+        }
+        assert_draws_in_time(parse(ADVERSARIAL_LOG), "the adversarial log");
+        eprintln!(
+            "random logs: 5000 in {:.2} s, {games} games read, {drawn} drawn",
+            started.elapsed().as_secs_f64()
+        );
     }
 }

@@ -1,8 +1,10 @@
 //! `a3g plot`: learning curves drawn from hand-written game logs, read back as PNGs.
 
 use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
 
-use crate::util::{assert_one_line_error, Scratch};
+use crate::util::{assert_one_line_error, Run, Scratch};
 
 /// The colours of the first two series (Matplotlib's tab10 blue and orange).
 const FIRST: [u8; 3] = [31, 119, 180];
@@ -170,4 +172,79 @@ fn size_out_of_range_is_a_usage_error() {
     let run = scratch.a3g(&["plot", "Pong_log", "--width", "10"]);
     assert_eq!(run.status.code(), Some(2));
     assert!(run.stderr.contains("--width"), "{}", run.stderr);
+}
+
+/// Runs `a3g plot log` in `scratch`, failing the test if it takes over 20 s (it once
+/// looped for hours); the run is killed then.
+fn plot_in_time(scratch: &Scratch, log: &str) -> Run {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_a3g"))
+        .args(["plot", log])
+        .current_dir(scratch.path("."))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start a3g");
+    let started = Instant::now();
+    while child.try_wait().expect("wait for a3g").is_none() {
+        if started.elapsed() > Duration::from_secs(20) {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("a3g plot {log} ran for over 20 s");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.wait_with_output().expect("a3g ended").into()
+}
+
+/// A game line with a clock of 10^14 hours before an ordinary one, and scores of
+/// ±1e308: plot finishes at once and draws (it looped a day at a time, then searched
+/// forever for ticks on an infinite score axis).
+#[test]
+fn absurd_clocks_and_scores_plot_at_once() {
+    let scratch = Scratch::new("plot-absurd");
+    scratch.write(
+        "clock_log",
+        "Time 100000000000000h 00m 00s, episode reward 1, episode length 1, reward mean 1\n\
+         Time 00h 00m 05s, episode reward 2, episode length 1, reward mean 1.5000\n",
+    );
+    scratch.write(
+        "scores_log",
+        "Time 00h 00m 01s, episode reward 1e308, episode length 1, reward mean 1e308\n\
+         Time 00h 00m 02s, episode reward -1e308, episode length 1, reward mean 0\n",
+    );
+    for log in ["clock_log", "scores_log"] {
+        let run = plot_in_time(&scratch, log);
+        assert!(run.status.success(), "{log}: {}", run.stderr);
+        assert!(!run.stderr.contains("panicked"), "{}", run.stderr);
+        let image = Image::read(&scratch.path(&format!("{log}.png")));
+        assert!(image.count_by_half(FIRST).0 > 0, "{log}: nothing drawn");
+    }
+}
+
+/// Lines two runs fused in one log, or wrote out of clock order, are left out and
+/// counted in one note on stderr; the whole lines still plot.
+#[test]
+fn fused_and_out_of_order_lines_are_counted() {
+    let scratch = Scratch::new("plot-fused");
+    scratch.write(
+        "Pong_log",
+        "[00h 00m 01s] agent steps 100, emulator frames 400, 100 steps/s\n\
+         Time 00h 00m 02s, episode reward -21, episode length 9, reward mean -21.0000\n\
+         Time 00h 00m 03s, episode reward -20, episode length 9, reward mean -20.5000Time 00h 00m 01s, episode reward 3, episode length 9, reward mean 3.0000\n\
+         [00h 00m 04s] agent steps 400, emulator frames 1600, 100 steps/s[00h 00m 02s] agent steps 50, emulator frames 200, 100 steps/s\n\
+         Time 00h 00m 01s, episode reward 3, episode length 9, reward mean 3.0000\n\
+         Time 00h 00m 06s, episode reward -19, episode length 9, reward mean -20.0000\n\
+         [00h 00m 06s] agent steps 600, emulator frames 2400, 100 steps/s\n",
+    );
+    let run = plot_in_time(&scratch, "Pong_log");
+    assert!(run.status.success(), "{}", run.stderr);
+    let notes: Vec<&str> = run.stderr.lines().collect();
+    assert_eq!(notes.len(), 1, "{}", run.stderr);
+    assert!(
+        notes[0].starts_with("note: left out 3 game or status lines of Pong_log: 2 not whole")
+            && notes[0].contains("1 whose clock runs back"),
+        "{}",
+        notes[0]
+    );
+    assert!(scratch.path("Pong_log.png").exists());
 }
