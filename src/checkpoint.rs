@@ -651,25 +651,46 @@ pub fn read_model(path: &Path) -> Result<Vec<(String, Tensor)>> {
 
 /// The sizes a checkpoint's tensors imply: the width of the layer before the heads
 /// (the LSTM's hidden size, or the MLP's), and whether the network has an LSTM.
+///
+/// Several tensors carry the width; the one most of them give is taken (the critic's
+/// on a tie), so that a single damaged tensor is named by [`check_shapes`] instead of
+/// sizing the model: a critic_linear.weight of [1, 1000000] once asked libtorch for a
+/// 4 TB LSTM.
 pub fn implied_architecture(path: &Path, tensors: &[(String, Tensor)]) -> Result<(i64, bool)> {
-    let critic = tensors.iter().find(|(name, _)| name == "critic_linear.weight");
-    let Some((_, critic)) = critic else {
-        return Err(Error::CheckpointMismatch {
-            path: path.to_path_buf(),
-            detail: "it has no tensor critic_linear.weight".into(),
-            advice: "it is not an actor-critic of the reference's layout",
-        });
+    let not_actor_critic = |detail: String| Error::CheckpointMismatch {
+        path: path.to_path_buf(),
+        detail,
+        advice: "it is not an actor-critic of the reference's layout",
     };
-    let size = critic.size();
-    if size.len() != 2 || size[0] != 1 {
-        return Err(Error::CheckpointMismatch {
-            path: path.to_path_buf(),
-            detail: format!("critic_linear.weight is {size:?} there and [1, hidden size] here"),
-            advice: "it is not an actor-critic of the reference's layout",
-        });
+    let size = |wanted: &str| {
+        tensors.iter().find(|(name, _)| name == wanted).map(|(_, tensor)| tensor.size())
+    };
+    let Some(critic) = size("critic_linear.weight") else {
+        return Err(not_actor_critic("it has no tensor critic_linear.weight".into()));
+    };
+    if critic.len() != 2 || critic[0] != 1 || critic[1] < 1 {
+        return Err(not_actor_critic(format!(
+            "critic_linear.weight is {critic:?} there and [1, hidden size] here"
+        )));
     }
+    let readings: Vec<i64> = [
+        ("critic_linear.weight", 1),
+        ("actor_linear.weight", 1),
+        ("fc1.weight", 0),
+        ("fc2.weight", 0),
+        ("fc2.weight", 1),
+        ("lstm.weight_hh", 1),
+    ]
+    .into_iter()
+    .filter_map(|(name, dimension)| {
+        size(name).filter(|size| size.len() == 2)?.get(dimension).copied()
+    })
+    .collect();
+    let votes = |width: i64| readings.iter().filter(|&&reading| reading == width).count();
+    let hidden =
+        readings.iter().copied().rev().max_by_key(|&width| votes(width)).unwrap_or(critic[1]);
     let lstm = tensors.iter().any(|(name, _)| name == "lstm.weight_ih");
-    Ok((size[1], lstm))
+    Ok((hidden, lstm))
 }
 
 /// How the Atari screens a checkpoint's network was trained on were prepared, by the
@@ -704,6 +725,36 @@ pub fn checkpoints_in(dir: &Path) -> Vec<String> {
     names
 }
 
+/// Checks that `source` holds exactly the tensors `expected` names, each of its shape;
+/// the error names the first that differs, with both shapes. Nothing is allocated, so
+/// this runs before a model of the expected shapes is built.
+pub fn check_shapes(
+    path: &Path,
+    source: &[(String, Tensor)],
+    expected: &[(String, Vec<i64>)],
+    advice: &'static str,
+) -> Result<()> {
+    let mismatch =
+        |detail: String| Error::CheckpointMismatch { path: path.to_path_buf(), detail, advice };
+    for (name, shape) in expected {
+        let Some((_, stored)) = source.iter().find(|(stored_name, _)| stored_name == name) else {
+            return Err(mismatch(format!("it has no tensor {name}")));
+        };
+        if stored.size() != *shape {
+            return Err(mismatch(format!(
+                "{name} is {:?} there and {shape:?} here",
+                stored.size()
+            )));
+        }
+    }
+    if let Some((name, _)) =
+        source.iter().find(|(name, _)| !expected.iter().any(|(wanted, _)| wanted == name))
+    {
+        return Err(mismatch(format!("it has a tensor {name} this model lacks")));
+    }
+    Ok(())
+}
+
 /// Copies `source` tensors into `target` by name, after checking that the names and
 /// shapes agree exactly; the error names the first tensor that differs.
 pub fn copy_matching(
@@ -712,25 +763,9 @@ pub fn copy_matching(
     target: &[(String, Tensor)],
     advice: &'static str,
 ) -> Result<()> {
-    let mismatch =
-        |detail: String| Error::CheckpointMismatch { path: path.to_path_buf(), detail, advice };
-    for (name, tensor) in target {
-        let Some((_, stored)) = source.iter().find(|(stored_name, _)| stored_name == name) else {
-            return Err(mismatch(format!("it has no tensor {name}")));
-        };
-        if stored.size() != tensor.size() {
-            return Err(mismatch(format!(
-                "{name} is {:?} there and {:?} here",
-                stored.size(),
-                tensor.size()
-            )));
-        }
-    }
-    if let Some((name, _)) =
-        source.iter().find(|(name, _)| !target.iter().any(|(wanted, _)| wanted == name))
-    {
-        return Err(mismatch(format!("it has a tensor {name} this model lacks")));
-    }
+    let shapes: Vec<(String, Vec<i64>)> =
+        target.iter().map(|(name, tensor)| (name.clone(), tensor.size())).collect();
+    check_shapes(path, source, &shapes, advice)?;
     tch::no_grad(|| {
         for (name, tensor) in target {
             let (_, stored) =

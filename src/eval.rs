@@ -17,7 +17,7 @@ use crate::env::{self, CropTable, Env, Screen};
 use crate::error::{Error, Result};
 use crate::game_log::{self, GameLog};
 use crate::gif::GifWriter;
-use crate::model::{ActorCritic, ModelSpec};
+use crate::model::{parameter_shapes, ActorCritic, ModelSpec};
 use crate::test_agent::play_greedy_game;
 
 /// What `--json` prints: the evaluation's summary and every game's score.
@@ -56,10 +56,13 @@ pub fn run(args: &EvalArgs) -> Result<()> {
     }
     let (hidden_size, lstm) = checkpoint::implied_architecture(&path, &tensors)?;
     let spec = ModelSpec::for_env(env.observation_shape(), env.action_space(), hidden_size, lstm);
+    let advice = "evaluate it with the --env it was trained on; if that is this one, the file \
+                  is damaged: restore it or train again";
+    // Before the model is built: the shapes a damaged file implies could ask for terabytes.
+    checkpoint::check_shapes(&path, &tensors, &parameter_shapes(&spec), advice)?;
     tch::set_num_threads(1);
     let vs = nn::VarStore::new(device);
     let model = ActorCritic::new(&vs, &spec);
-    let advice = "evaluate it with the --env it was trained on";
     checkpoint::copy_matching(&path, &tensors, model.parameters(), advice)?;
 
     let stem = env_id.replace('/', "_");

@@ -78,28 +78,8 @@ impl ModelSpec {
     /// How many parameters the network has, computed without building it (as a float,
     /// so that absurd sizes cannot overflow): what memory checks go by.
     pub fn parameter_count(&self) -> f64 {
-        let hidden = self.hidden_size as f64;
-        let (body, features) = match self.body {
-            // conv1..conv4 (weights and biases), over a 1x80x80 screen: 1024 features.
-            Body::AtariLstm => (
-                (32.0 * 25.0 + 32.0)
-                    + (32.0 * 32.0 * 25.0 + 32.0)
-                    + (64.0 * 32.0 * 16.0 + 64.0)
-                    + (64.0 * 64.0 * 9.0 + 64.0),
-                1024.0,
-            ),
-            Body::Universe => ((32.0 * 9.0 + 32.0) + 3.0 * (32.0 * 32.0 * 9.0 + 32.0), 288.0),
-            Body::Mlp { inputs, .. } => {
-                ((inputs as f64 + 1.0) * hidden + (hidden + 1.0) * hidden, hidden)
-            }
-        };
-        let lstm = if self.has_lstm() { 4.0 * hidden * (features + hidden + 2.0) } else { 0.0 };
-        let head_inputs = if self.has_lstm() { hidden } else { features };
-        let outputs = match &self.head {
-            Head::Discrete { actions } => *actions as f64,
-            Head::Gaussian { low, .. } => 2.0 * low.len() as f64,
-        };
-        body + lstm + (head_inputs + 1.0) * (1.0 + outputs)
+        let elements = |shape: &[i64]| shape.iter().map(|&size| size as f64).product::<f64>();
+        parameter_shapes(self).iter().map(|(_, shape)| elements(shape)).sum()
     }
 
     /// Whether the network carries an LSTM state between steps.
@@ -461,44 +441,88 @@ fn store_channels_last(weight: &Tensor) {
 /// Keeps the Gaussian's standard deviation, and so its log-density, finite.
 const MIN_STD: f64 = 1e-3;
 
+/// The reference's conv layers: name, input channels, filters, kernel side, padding.
+const ATARI_CONVS: [(&str, i64, i64, i64, i64); 4] = [
+    ("conv1", 1, 32, 5, 2),
+    ("conv2", 32, 32, 5, 1),
+    ("conv3", 32, 64, 4, 1),
+    ("conv4", 64, 64, 3, 1),
+];
+
+/// The universe network's conv layers: name and input channels (each has 32 filters
+/// of 3x3).
+const UNIVERSE_CONVS: [(&str, i64); 4] =
+    [("conv1", 1), ("conv2", 32), ("conv3", 32), ("conv4", 32)];
+
 /// Checkpoint names of every parameter of `spec`'s network, in the reference's order.
 pub fn parameter_names(spec: &ModelSpec) -> Vec<String> {
-    let mut names = Vec::new();
-    let layers: &[&str] = match spec.body {
-        Body::AtariLstm | Body::Universe => &["conv1", "conv2", "conv3", "conv4"],
-        Body::Mlp { .. } => &["fc1", "fc2"],
+    parameter_shapes(spec).into_iter().map(|(name, _)| name).collect()
+}
+
+/// Checkpoint names and shapes of every parameter of `spec`'s network, in the
+/// reference's order, known without building it: a checkpoint's shapes are checked
+/// against them before a model of the size they imply takes any memory. Sizes
+/// saturate rather than overflow, so an absurd hidden size gives absurd shapes.
+pub fn parameter_shapes(spec: &ModelSpec) -> Vec<(String, Vec<i64>)> {
+    let hidden = spec.hidden_size;
+    let mut shapes = Vec::new();
+    let mut layer = |name: &str, weight: Vec<i64>| {
+        let outputs = weight[0];
+        shapes.push((format!("{name}.weight"), weight));
+        shapes.push((format!("{name}.bias"), vec![outputs]));
     };
-    for layer in layers {
-        names.push(format!("{layer}.weight"));
-        names.push(format!("{layer}.bias"));
+    let features = match spec.body {
+        Body::AtariLstm => {
+            for (name, inputs, outputs, kernel, _) in ATARI_CONVS {
+                layer(name, vec![outputs, inputs, kernel, kernel]);
+            }
+            ATARI_FEATURES
+        }
+        Body::Universe => {
+            for (name, inputs) in UNIVERSE_CONVS {
+                layer(name, vec![32, inputs, 3, 3]);
+            }
+            UNIVERSE_FEATURES
+        }
+        Body::Mlp { inputs, .. } => {
+            layer("fc1", vec![hidden, inputs]);
+            layer("fc2", vec![hidden, hidden]);
+            hidden
+        }
+    };
+    let head_inputs = if spec.has_lstm() {
+        let gates = hidden.saturating_mul(4);
+        shapes.extend([
+            ("lstm.weight_ih".to_string(), vec![gates, features]),
+            ("lstm.weight_hh".to_string(), vec![gates, hidden]),
+            ("lstm.bias_ih".to_string(), vec![gates]),
+            ("lstm.bias_hh".to_string(), vec![gates]),
+        ]);
+        hidden
+    } else {
+        features
+    };
+    let mut layer = |name: &str, outputs: i64| {
+        shapes.push((format!("{name}.weight"), vec![outputs, head_inputs]));
+        shapes.push((format!("{name}.bias"), vec![outputs]));
+    };
+    layer("critic_linear", 1);
+    match &spec.head {
+        Head::Discrete { actions } => layer("actor_linear", *actions),
+        Head::Gaussian { low, .. } => {
+            layer("actor_linear", low.len() as i64);
+            layer("actor_std_linear", low.len() as i64);
+        }
     }
-    if spec.has_lstm() {
-        names.extend(
-            ["lstm.weight_ih", "lstm.weight_hh", "lstm.bias_ih", "lstm.bias_hh"].map(String::from),
-        );
-    }
-    names.extend(
-        ["critic_linear.weight", "critic_linear.bias", "actor_linear.weight", "actor_linear.bias"]
-            .map(String::from),
-    );
-    if matches!(spec.head, Head::Gaussian { .. }) {
-        names.extend(["actor_std_linear.weight", "actor_std_linear.bias"].map(String::from));
-    }
-    names
+    shapes
 }
 
 /// The reference's conv stack: each conv is followed by 2x2 max-pooling, then ReLU.
 /// Weights start as PyTorch's default (uniform within 1/sqrt(fan_in)) scaled by the
 /// ReLU gain sqrt(2); biases at zero.
 fn atari_convs(root: &nn::Path) -> nn::Sequential {
-    let layers = [
-        ("conv1", 1, 32, 5, 2),
-        ("conv2", 32, 32, 5, 1),
-        ("conv3", 32, 64, 4, 1),
-        ("conv4", 64, 64, 3, 1),
-    ];
     let mut body = nn::seq();
-    for (name, inputs, outputs, kernel, padding) in layers {
+    for (name, inputs, outputs, kernel, padding) in ATARI_CONVS {
         let fan_in = (inputs * kernel * kernel) as f64;
         let bound = 2f64.sqrt() / fan_in.sqrt();
         let config = nn::ConvConfig {
@@ -519,7 +543,7 @@ fn atari_convs(root: &nn::Path) -> nn::Sequential {
 /// sqrt(6 / (fan_in + fan_out)) as in ikostrikov's `weights_init`, biases at zero.
 fn universe_convs(root: &nn::Path) -> nn::Sequential {
     let mut body = nn::seq();
-    for (name, inputs) in [("conv1", 1), ("conv2", 32), ("conv3", 32), ("conv4", 32)] {
+    for (name, inputs) in UNIVERSE_CONVS {
         let (fan_in, fan_out) = ((inputs * 9) as f64, (32 * 9) as f64);
         let bound = (6.0 / (fan_in + fan_out)).sqrt();
         let config = nn::ConvConfig {
@@ -883,10 +907,10 @@ mod tests {
         assert_eq!(output.state.hidden.size(), [1, 0]);
     }
 
-    /// The parameter count computed from the spec is the built network's, for each
-    /// body and head.
+    /// The shapes and parameter count computed from the spec are the built network's,
+    /// for each body and head.
     #[test]
-    fn parameter_count_matches_the_built_network() {
+    fn parameter_shapes_match_the_built_network() {
         let specs = [
             ModelSpec {
                 body: Body::AtariLstm,
@@ -915,6 +939,12 @@ mod tests {
             let built: i64 =
                 model.parameters().iter().map(|(_, tensor)| tensor.numel() as i64).sum();
             assert_eq!(spec.parameter_count(), built as f64, "{spec:?}");
+            let shapes: Vec<(String, Vec<i64>)> = model
+                .parameters()
+                .iter()
+                .map(|(name, tensor)| (name.clone(), tensor.size()))
+                .collect();
+            assert_eq!(parameter_shapes(&spec), shapes, "{spec:?}");
         }
     }
 }

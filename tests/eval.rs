@@ -522,3 +522,25 @@ fn bad_eval_input_is_one_line() {
     );
     assert!(!scratch.path("logs").exists(), "no log for a refused run");
 }
+
+/// A model file holding one tensor of an absurd shape (a 4 MB critic_linear.weight of
+/// [1, 1000000] in the shipped CartPole model, which once asked libtorch for a 4 TB
+/// LSTM and aborted) is refused on one line naming the file, the tensor, both shapes
+/// and what to do, before any model is built.
+#[test]
+fn absurd_tensor_shape_is_one_line() {
+    let scratch = Scratch::new("eval-absurd-shape");
+    let models = scratch.path("trained_models");
+    fs::create_dir_all(&models).unwrap();
+    let shipped =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("trained_models/CartPole-v1.safetensors");
+    let mut tensors = checkpoint::read_model(&shipped).unwrap();
+    let critic = tensors.iter_mut().find(|(name, _)| name == "critic_linear.weight").unwrap();
+    let hidden = critic.1.size()[1];
+    critic.1 = Tensor::zeros([1, 1_000_000], (Kind::Float, Device::Cpu));
+    Tensor::write_safetensors(&tensors, models.join("CartPole-v1.safetensors")).unwrap();
+    let line = assert_one_line_error(&scratch.a3g(&["eval", "--env", "CartPole-v1"]));
+    let shapes = format!("critic_linear.weight is [1, 1000000] there and [1, {hidden}] here");
+    assert!(line.contains("CartPole-v1.safetensors") && line.contains(&shapes), "{line}");
+    assert!(line.contains("restore it or train again"), "{line}");
+}
