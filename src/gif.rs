@@ -5,9 +5,12 @@
 //! console's colours, so they are stored exactly), and only the rectangle that
 //! changed since the previous frame is written; an unchanged frame lengthens the
 //! previous one's display time instead. The `gif` crate encodes each image.
+//!
+//! A recording is written under a temporary name and renamed into place once whole,
+//! so a full disk or an error mid-game never leaves a truncated GIF under its name.
 
 use std::borrow::Cow;
-use std::fs::File;
+use std::fs::{self, File};
 use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
 
@@ -19,6 +22,8 @@ use crate::error::{Error, Result};
 /// Writes one animated GIF.
 pub struct GifWriter {
     path: PathBuf,
+    /// Where the frames go until [`GifWriter::finish`] renames it to `path`.
+    unfinished: Unfinished,
     encoder: Encoder<BufWriter<File>>,
     width: usize,
     height: usize,
@@ -46,9 +51,12 @@ struct Pending {
 impl GifWriter {
     /// Starts a looping GIF of `width` x `height` whose frames each last `frame_seconds`.
     pub fn create(path: &Path, width: u16, height: u16, frame_seconds: f64) -> Result<Self> {
-        let file = File::create(path).map_err(|source| Error::Io {
+        let mut name = path.as_os_str().to_owned();
+        name.push(format!(".tmp{}", std::process::id()));
+        let unfinished = Unfinished { path: PathBuf::from(name), placed: false };
+        let file = File::create(&unfinished.path).map_err(|source| Error::Io {
             action: "create the recording",
-            path: path.to_path_buf(),
+            path: unfinished.path.clone(),
             cause: source,
         })?;
         // Each frame has its own palette, so the global one is empty (gif 0.11 pads it
@@ -58,6 +66,7 @@ impl GifWriter {
             .map_err(|err| write_error(path, err))?;
         Ok(GifWriter {
             path: path.to_path_buf(),
+            unfinished,
             encoder,
             width: usize::from(width),
             height: usize::from(height),
@@ -101,14 +110,22 @@ impl GifWriter {
         Ok(())
     }
 
-    /// Writes the last frame and the trailer; returns where the file is.
+    /// Writes the last frame and the trailer, and puts the file in place; returns
+    /// where it is.
     pub fn finish(mut self) -> Result<PathBuf> {
         self.flush_pending()?;
-        let GifWriter { path, encoder, .. } = self;
-        match encoder.into_inner().and_then(|mut out| out.flush()) {
-            Ok(()) => Ok(path),
-            Err(source) => Err(Error::Io { action: "write the recording", path, cause: source }),
+        let GifWriter { path, encoder, mut unfinished, .. } = self;
+        let written = encoder.into_inner().and_then(|mut out| out.flush());
+        if let Err(source) = written {
+            return Err(Error::Io { action: "write the recording", path, cause: source });
         }
+        fs::rename(&unfinished.path, &path).map_err(|source| Error::Io {
+            action: "rename into place",
+            path: path.clone(),
+            cause: source,
+        })?;
+        unfinished.placed = true;
+        Ok(path)
     }
 
     fn flush_pending(&mut self) -> Result<()> {
@@ -131,6 +148,21 @@ impl GifWriter {
             ..::gif::Frame::default()
         };
         self.encoder.write_frame(&image).map_err(|err| write_error(&self.path, err))
+    }
+}
+
+/// A recording's file while it is being written: removed if dropped before
+/// [`GifWriter::finish`] puts it in place (a failed write, an error mid-game).
+struct Unfinished {
+    path: PathBuf,
+    placed: bool,
+}
+
+impl Drop for Unfinished {
+    fn drop(&mut self) {
+        if !self.placed {
+            let _ = fs::remove_file(&self.path);
+        }
     }
 }
 
@@ -220,6 +252,36 @@ mod tests {
         assert_eq!(&images[0].palette.as_deref().unwrap()[..9], [0, 0, 0, 255, 0, 0, 0, 0, 255]);
         assert_eq!(images[0].buffer.as_ref(), [0; 12]);
         assert_eq!(images[1].buffer.as_ref(), [1, 0, 0, 2]);
+    }
+
+    /// A recording that is not finished (a full disk or an error mid-game drops its
+    /// writer) leaves no file, neither under its name nor a temporary; a finished one
+    /// leaves just itself.
+    #[test]
+    fn unfinished_recording_leaves_no_file() {
+        let path = temp_gif("unfinished");
+        let dir = path.parent().unwrap();
+        let temporaries = || {
+            let stem = path.file_name().unwrap().to_string_lossy().into_owned();
+            std::fs::read_dir(dir)
+                .unwrap()
+                .filter_map(|entry| entry.ok())
+                .filter(|entry| entry.file_name().to_string_lossy().starts_with(&stem))
+                .count()
+        };
+        let mut writer = GifWriter::create(&path, 4, 3, 0.1).unwrap();
+        writer.add(&frame(vec![0; 12])).unwrap();
+        writer.add(&frame(vec![1; 12])).unwrap();
+        drop(writer);
+        assert!(!path.exists(), "a truncated recording was left in place");
+        assert_eq!(temporaries(), 0, "the temporary was left behind");
+
+        let mut writer = GifWriter::create(&path, 4, 3, 0.1).unwrap();
+        writer.add(&frame(vec![0; 12])).unwrap();
+        writer.finish().unwrap();
+        assert_eq!(temporaries(), 1);
+        let (bytes, _) = decode(&path);
+        assert_eq!(bytes.last(), Some(&0x3b), "whole, with its trailer");
     }
 
     /// Full-screen noise in 128 colours (enough to fill the LZW table several times)
