@@ -229,11 +229,11 @@ pub struct TrainArgs {
     #[arg(long, default_value_t = 0.5, value_parser = parse_coefficient, allow_negative_numbers = true, help_heading = "Optimization")]
     pub value_coef: f64,
     /// Multiply rewards by this before clipping; for learning only, scores stay raw.
-    #[arg(long, default_value_t = 1.0, value_parser = parse_reward_scale, help_heading = "Optimization")]
+    #[arg(long, default_value_t = 1.0, value_parser = parse_reward_scale, allow_negative_numbers = true, help_heading = "Optimization")]
     pub reward_scale: f64,
     /// Clip learning rewards to [-C, C], as the reference does for Atari; "off" keeps
     /// them whole (Pendulum's costs run to -16 a step).
-    #[arg(long, default_value_t = RewardClip(Some(1.0)), value_parser = parse_reward_clip, help_heading = "Optimization")]
+    #[arg(long, default_value_t = RewardClip(Some(1.0)), value_parser = parse_reward_clip, allow_negative_numbers = true, help_heading = "Optimization")]
     pub reward_clip: RewardClip,
 
     /// Stop after this many agent steps, summed over workers.

@@ -5,9 +5,19 @@
 
 use std::io::Write;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::OnceLock;
 
 static STDOUT_CLOSED: AtomicBool = AtomicBool::new(false);
 static STDERR_CLOSED: AtomicBool = AtomicBool::new(false);
+/// What the command says on stderr when stdout closes under it. None by default: a
+/// listing whose reader has read enough (`a3g envs | head -1`) just ends quietly.
+static CLOSED_STDOUT_NOTE: OnceLock<&'static str> = OnceLock::new();
+
+/// Sets what a command that goes on after its stdout closes says then: what it keeps
+/// writing, so that `a3g train | head` does not look like a stopped run.
+pub fn note_when_stdout_closes(note: &'static str) {
+    let _ = CLOSED_STDOUT_NOTE.set(note);
+}
 
 /// Writes one line of the command's own output to stdout.
 pub fn say(line: &str) {
@@ -17,7 +27,9 @@ pub fn say(line: &str) {
     let mut stdout = std::io::stdout().lock();
     if writeln!(stdout, "{line}").and_then(|()| stdout.flush()).is_err() {
         STDOUT_CLOSED.store(true, Ordering::Relaxed);
-        warn("note: stdout was closed; a3g goes on, and its game log and checkpoints are still written");
+        if let Some(note) = CLOSED_STDOUT_NOTE.get() {
+            warn(&format!("note: stdout was closed; {note}"));
+        }
     }
 }
 

@@ -41,6 +41,16 @@ pub enum Error {
         /// which the one-line report would repeat).
         cause: std::io::Error,
     },
+    /// A file in the temporary folder (TMPDIR, else /tmp) could not be written.
+    #[error("cannot {action} {}: {}; set TMPDIR to a folder you can write to", path.display(), os_reason(cause))]
+    TempFolder {
+        /// What was being done, as a verb phrase ("cache the game's ROM in").
+        action: &'static str,
+        /// The folder or file involved.
+        path: PathBuf,
+        /// The operating system's reason.
+        cause: std::io::Error,
+    },
     /// A game ROM that ALE could not load.
     #[error("ALE could not load the ROM {}; the file may be damaged, delete it and run again", path.display())]
     RomLoad {

@@ -68,8 +68,18 @@ use cli::{Cli, Command};
 /// Runs the subcommand the user asked for.
 pub fn run(cli: Cli) -> Result<()> {
     match cli.command {
-        Command::Train(args) => train::run(&args),
-        Command::Eval(args) => eval::run(&args),
+        Command::Train(args) => {
+            console::note_when_stdout_closes(
+                "training goes on, and its game log and checkpoints are still written",
+            );
+            train::run(&args)
+        }
+        Command::Eval(args) => {
+            console::note_when_stdout_closes(
+                "the evaluation goes on, and its game log and recordings are still written",
+            );
+            eval::run(&args)
+        }
         Command::Envs(args) => envs::run(&args),
         Command::Devices => device::run(),
         Command::Plot(args) => plot::run(&args),

@@ -1,5 +1,7 @@
 //! The command line's surface: version, help, subcommands and usage errors.
 
+use std::process::{Command, Stdio};
+
 use crate::util::{assert_one_line_error, Scratch};
 
 /// `a3g --version` prints the package name and version and exits 0.
@@ -125,4 +127,51 @@ fn bad_crop_file_is_named() {
     let line =
         assert_one_line_error(&scratch.a3g(&["envs", "Pong-v4", "--env-config", "absent.json"]));
     assert!(line.contains("absent.json"), "{line}");
+}
+
+/// A negative --reward-clip or --reward-scale reaches its parser, which says what is
+/// allowed, rather than clap taking it for an unknown flag `-1`.
+#[test]
+fn negative_reward_flags_say_what_is_allowed() {
+    let scratch = Scratch::new("negative-reward-flags");
+    for (flag, allowed) in [
+        ("--reward-clip", "write a positive number, or off"),
+        ("--reward-scale", "write a positive number"),
+    ] {
+        let run = scratch.a3g(&["train", "--env", "CartPole-v1", flag, "-1"]);
+        assert_eq!(run.status.code(), Some(2), "{}", run.stderr);
+        assert!(run.stderr.contains(flag) && run.stderr.contains(allowed), "{}", run.stderr);
+        assert!(!run.stderr.contains("unexpected argument"), "{}", run.stderr);
+    }
+}
+
+/// `a3g envs | head -1`: a listing whose reader has gone ends quietly, without the
+/// note about game logs and checkpoints that only train and eval have.
+#[test]
+fn envs_ends_quietly_when_stdout_closes() {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_a3g"))
+        .arg("envs")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start a3g");
+    // Closed before the listing (which loads every game) is written.
+    drop(child.stdout.take());
+    let output = child.wait_with_output().expect("a3g ends");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    assert_eq!(stderr, "");
+}
+
+/// A TMPDIR that is a file, where Atari ROMs are cached, is one error line that says
+/// to set TMPDIR to a folder (no flag sets it).
+#[test]
+fn tmpdir_that_is_a_file_names_tmpdir() {
+    let scratch = Scratch::new("tmpdir-file");
+    scratch.write("not-a-folder", "");
+    let tmpdir = scratch.path("not-a-folder");
+    let run = scratch
+        .a3g_with_env(&["envs", "PongDeterministic-v4"], &[("TMPDIR", tmpdir.to_str().unwrap())]);
+    let line = assert_one_line_error(&run);
+    assert!(line.contains("not-a-folder") && line.contains("set TMPDIR to a folder"), "{line}");
 }

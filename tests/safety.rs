@@ -207,7 +207,7 @@ fn resuming_appends_to_the_game_log() {
 }
 
 /// A closed stdout (`a3g train | head -1`) neither panics nor stops training: the run
-/// goes on to its budget and writes its final checkpoint.
+/// goes on to its budget and writes its final checkpoint, and says so.
 #[test]
 fn closed_stdout_does_not_stop_training() {
     let scratch = Scratch::new("closed-pipe");
@@ -218,6 +218,7 @@ fn closed_stdout_does_not_stop_training() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(output.status.success(), "{stderr}");
     assert!(!stderr.contains("panicked"), "{stderr}");
+    assert!(stderr.contains("note: stdout was closed; training goes on"), "{stderr}");
     let sidecar = std::fs::read_to_string(scratch.path("trained_models/CartPole-v1.json")).unwrap();
     let json: serde_json::Value = serde_json::from_str(&sidecar).unwrap();
     assert!(json["counters"]["agent_steps"].as_u64().unwrap() >= 3000, "{sidecar}");

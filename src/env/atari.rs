@@ -188,34 +188,24 @@ fn cached_rom_file(rom: &BundledRom) -> Result<PathBuf> {
     if fs::read(&path).is_ok_and(|bytes| bytes == rom.data()) {
         return Ok(path);
     }
-    fs::create_dir_all(&dir).map_err(|source| Error::Io {
-        action: "create the ROM folder",
-        path: dir.clone(),
-        cause: source,
-    })?;
-    write_atomically(&path, rom.data())?;
+    // The folder comes from TMPDIR, not from a flag, so the error's advice names it.
+    fs::create_dir_all(&dir).and_then(|()| write_atomically(&path, rom.data())).map_err(
+        |cause| Error::TempFolder { action: "cache the game's ROM in", path: dir, cause },
+    )?;
     Ok(path)
 }
 
 /// Writes `bytes` to a temporary file beside `path` and renames it into place, so no
 /// reader (another a3g process included) ever sees a partial file.
-fn write_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
+fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     let file_name = path.file_name().map(|name| name.to_string_lossy()).unwrap_or_default();
     let temporary = path.with_file_name(format!(
         ".{file_name}.{}.{:?}.tmp",
         std::process::id(),
         std::thread::current().id()
     ));
-    fs::write(&temporary, bytes).map_err(|source| Error::Io {
-        action: "write",
-        path: temporary.clone(),
-        cause: source,
-    })?;
-    fs::rename(&temporary, path).map_err(|source| Error::Io {
-        action: "rename into place",
-        path: path.to_path_buf(),
-        cause: source,
-    })
+    fs::write(&temporary, bytes)?;
+    fs::rename(&temporary, path)
 }
 
 /// Declares the bundled games once: the ROM file names (which Gym's game names are
