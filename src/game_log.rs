@@ -121,7 +121,7 @@ pub enum Record {
     /// lines fused into one (whose first line's numbers would read as the whole).
     Broken,
     /// Anything else: arguments, notes, separators.
-    None,
+    Other,
 }
 
 /// A game line's clock.
@@ -135,7 +135,7 @@ pub struct Clock {
 /// What `line` of a game log holds.
 pub fn record(line: &str) -> Record {
     match line.matches(GAME_MARK).count() + line.matches(STATUS_MARK).count() {
-        0 => Record::None,
+        0 => Record::Other,
         1 => read_game_line(line).or_else(|| read_status_line(line)).unwrap_or(Record::Broken),
         _ => Record::Broken,
     }

@@ -163,7 +163,7 @@ pub fn parse(text: &str) -> PlotLog {
                 broken_lines += 1;
                 continue;
             }
-            Record::None => {}
+            Record::Other => {}
         }
         if line == game_log::NEW_RUN {
             run.push(std::mem::replace(&mut part, Part::fresh()));
