@@ -84,33 +84,33 @@ pub enum TrainerName {
 #[derive(Clone, Debug, Args, Serialize, Deserialize)]
 pub struct Ga3cArgs {
     /// Predictor threads, each gathering the agents' observations into one forward pass.
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=64), help_heading = "Batched trainer (--trainer ga3c)")]
+    #[arg(long, allow_negative_numbers = true, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=64), help_heading = "Batched trainer (--trainer ga3c)")]
     pub predictors: u32,
     /// Trainer threads, each merging segments into one update of the shared model.
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=64), help_heading = "Batched trainer (--trainer ga3c)")]
+    #[arg(long, allow_negative_numbers = true, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=64), help_heading = "Batched trainer (--trainer ga3c)")]
     pub trainers: u32,
     /// Most observations in one forward pass.
-    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..=4096), help_heading = "Batched trainer (--trainer ga3c)")]
+    #[arg(long, allow_negative_numbers = true, default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..=4096), help_heading = "Batched trainer (--trainer ga3c)")]
     pub predict_batch: u32,
     /// A predictor waits for this many observations before its forward pass...
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=4096), help_heading = "Batched trainer (--trainer ga3c)")]
+    #[arg(long, allow_negative_numbers = true, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=4096), help_heading = "Batched trainer (--trainer ga3c)")]
     pub predict_min_batch: u32,
     /// ...or for this many microseconds after the first, whichever comes first.
-    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u64).range(0..=1_000_000), help_heading = "Batched trainer (--trainer ga3c)")]
+    #[arg(long, allow_negative_numbers = true, default_value_t = 0, value_parser = clap::value_parser!(u64).range(0..=1_000_000), help_heading = "Batched trainer (--trainer ga3c)")]
     pub predict_timeout_us: u64,
     /// Segments (of up to --num-steps agent steps) merged into one update.
-    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=1024), help_heading = "Batched trainer (--trainer ga3c)")]
+    #[arg(long, allow_negative_numbers = true, default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=1024), help_heading = "Batched trainer (--trainer ga3c)")]
     pub train_batch: u32,
     /// Updates a segment's acting weights may trail the shared model by; older
     /// segments are dropped.
-    #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u64).range(0..=1_000_000), help_heading = "Batched trainer (--trainer ga3c)")]
+    #[arg(long, allow_negative_numbers = true, default_value_t = 20, value_parser = clap::value_parser!(u64).range(0..=1_000_000), help_heading = "Batched trainer (--trainer ga3c)")]
     pub max_policy_lag: u64,
     /// Change the counts of agents, predictors and trainers by one at a time while
     /// training, keeping a change only when agent steps/s improve over a window.
     #[arg(long, help_heading = "Batched trainer (--trainer ga3c)")]
     pub autotune: bool,
     /// Seconds --autotune measures each setting for.
-    #[arg(long, default_value_t = 20.0, value_parser = parse_status_interval, help_heading = "Batched trainer (--trainer ga3c)")]
+    #[arg(long, allow_negative_numbers = true, default_value_t = 20.0, value_parser = parse_status_interval, help_heading = "Batched trainer (--trainer ga3c)")]
     pub autotune_window: f64,
 }
 
@@ -135,10 +135,10 @@ pub struct EnvArgs {
     #[serde(serialize_with = "lossy_optional_path")]
     pub env_config: Option<PathBuf>,
     /// Emulator frames per agent step for NoFrameskip ids.
-    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..), help_heading = "Environment")]
+    #[arg(long, allow_negative_numbers = true, default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..), help_heading = "Environment")]
     pub skip_rate: u32,
     /// Agent steps after which an episode is cut.
-    #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u32).range(1..), help_heading = "Environment")]
+    #[arg(long, allow_negative_numbers = true, default_value_t = 10_000, value_parser = clap::value_parser!(u32).range(1..), help_heading = "Environment")]
     pub max_episode_length: u32,
 }
 
@@ -173,18 +173,18 @@ pub struct TrainArgs {
 
     /// Workers (a3c) or agents (ga3c), each with its own environment (default: the
     /// number of cores).
-    #[arg(long, help_heading = "Workers")]
+    #[arg(long, allow_negative_numbers = true, help_heading = "Workers")]
     pub workers: Option<usize>,
     /// The trainer: asynchronous workers (a3c) or batched agents, predictors and
     /// trainers (ga3c).
     #[arg(long, value_enum, default_value_t = TrainerName::A3c, help_heading = "Workers")]
     pub trainer: TrainerName,
     /// Agent steps per rollout, between weight pulls and gradient pushes.
-    #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u32).range(1..), help_heading = "Workers")]
+    #[arg(long, allow_negative_numbers = true, default_value_t = 20, value_parser = clap::value_parser!(u32).range(1..), help_heading = "Workers")]
     pub num_steps: u32,
     /// Rollout lengths handed to the workers round-robin, in place of --num-steps
     /// (for example 16 32 64).
-    #[arg(long, num_args = 1.., value_parser = clap::value_parser!(u32).range(1..), help_heading = "Workers")]
+    #[arg(long, allow_negative_numbers = true, num_args = 1.., value_parser = clap::value_parser!(u32).range(1..), help_heading = "Workers")]
     pub distributed_step_size: Vec<u32>,
     /// GPUs for the workers' models: worker i runs on GPU ids[i mod n] and the test
     /// agent on the last one, while the shared model and optimizer stay on the CPU.
@@ -192,7 +192,7 @@ pub struct TrainArgs {
     #[arg(long, num_args = 1.., default_values_t = [-1], allow_negative_numbers = true, help_heading = "Workers")]
     pub gpu_ids: Vec<i64>,
     /// Random seed; worker i uses seed + i.
-    #[arg(long, default_value_t = 1, help_heading = "Workers")]
+    #[arg(long, allow_negative_numbers = true, default_value_t = 1, help_heading = "Workers")]
     pub seed: u64,
 
     /// The Atari network. a3clstm: the reference's A3Clstm (four 5x5/4x4/3x3 convs with
@@ -206,7 +206,7 @@ pub struct TrainArgs {
     pub model: Option<ModelName>,
     /// Units of the LSTM (and of the MLP layers for classic control) (default: 512;
     /// 256 with --model universe; with --load, the checkpoint's).
-    #[arg(long, value_parser = clap::value_parser!(i64).range(1..), help_heading = "Model")]
+    #[arg(long, allow_negative_numbers = true, value_parser = clap::value_parser!(i64).range(1..), help_heading = "Model")]
     pub hidden_size: Option<i64>,
     /// Give the classic-control MLP an LSTM cell (Atari models always have one; with
     /// --load, the checkpoint's model decides).
@@ -247,7 +247,7 @@ pub struct TrainArgs {
     pub reward_clip: RewardClip,
 
     /// Stop after this many agent steps, summed over workers.
-    #[arg(long, value_parser = clap::value_parser!(u64).range(1..), help_heading = "Run")]
+    #[arg(long, allow_negative_numbers = true, value_parser = clap::value_parser!(u64).range(1..), help_heading = "Run")]
     pub max_steps: Option<u64>,
     /// Stop after this long: 90s, 10m, 2h, or plain seconds.
     #[arg(long, value_parser = parse_duration, allow_negative_numbers = true, help_heading = "Run")]
@@ -260,7 +260,7 @@ pub struct TrainArgs {
     /// Greedy games that confirm --stop-at-mean's weights before the run stops on them
     /// (0: stop on the 100-game mean alone, saving the latest weights). The mean spans
     /// many versions of the weights, and the latest can score far below it.
-    #[arg(long, default_value_t = DEFAULT_CONFIRM_GAMES, help_heading = "Run")]
+    #[arg(long, allow_negative_numbers = true, default_value_t = DEFAULT_CONFIRM_GAMES, help_heading = "Run")]
     #[serde(default = "default_confirm_games")]
     pub confirm_games: u32,
     /// Share of one core the test agent may take: after a game that took T seconds it
@@ -268,7 +268,7 @@ pub struct TrainArgs {
     /// training thread's core (the reference's test agent rests 60 s after each game).
     /// Default: 0.1 for Atari, 1 (games back to back) for classic control, whose games
     /// are short and whose --stop-at-mean needs many of them.
-    #[arg(long, value_parser = parse_share, help_heading = "Run")]
+    #[arg(long, allow_negative_numbers = true, value_parser = parse_share, help_heading = "Run")]
     pub test_share: Option<f64>,
     /// Seconds between status lines (at most a day).
     #[arg(long, default_value_t = 5.0, value_parser = parse_status_interval, allow_negative_numbers = true, help_heading = "Run")]
@@ -470,10 +470,10 @@ pub struct EvalArgs {
     #[serde(flatten)]
     pub environment: EnvArgs,
     /// Games to play.
-    #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u32).range(1..))]
+    #[arg(long, allow_negative_numbers = true, default_value_t = 100, value_parser = clap::value_parser!(u32).range(1..))]
     pub num_episodes: u32,
     /// Random seed of the environment.
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, allow_negative_numbers = true, default_value_t = 1)]
     pub seed: u64,
     /// GPU to run the model on; -1 runs it on the CPU.
     #[arg(long, default_value_t = -1, allow_negative_numbers = true)]
@@ -490,7 +490,7 @@ pub struct EvalArgs {
     #[arg(long, help_heading = "Recording")]
     pub render: bool,
     /// With --render, record every K-th game, starting with the first.
-    #[arg(long, value_name = "K", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..), help_heading = "Recording")]
+    #[arg(long, allow_negative_numbers = true, value_name = "K", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..), help_heading = "Recording")]
     pub render_freq: u32,
     /// Folder for the GIFs (default: <log-dir>/<env>_games).
     #[arg(long, value_name = "DIR", help_heading = "Recording")]
@@ -523,10 +523,10 @@ pub struct PlotArgs {
     #[arg(long, short, value_name = "FILE.png")]
     pub output: Option<PathBuf>,
     /// Width of the image in pixels.
-    #[arg(long, default_value_t = 1200, value_parser = clap::value_parser!(u32).range(400..=8192))]
+    #[arg(long, allow_negative_numbers = true, default_value_t = 1200, value_parser = clap::value_parser!(u32).range(400..=8192))]
     pub width: u32,
     /// Height of the image in pixels; the two panels share it.
-    #[arg(long, default_value_t = 900, value_parser = clap::value_parser!(u32).range(300..=8192))]
+    #[arg(long, allow_negative_numbers = true, default_value_t = 900, value_parser = clap::value_parser!(u32).range(300..=8192))]
     pub height: u32,
     /// Title above the panels (default: the environment ids the logs name).
     #[arg(long)]

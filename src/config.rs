@@ -16,7 +16,7 @@ use crate::console;
 use crate::device;
 use crate::env::{self, CropTable, Env, EnvOptions, Screen};
 use crate::error::{Error, Result};
-use crate::model::{Body, ModelSpec};
+use crate::model::{parameter_shapes, Body, ModelSpec};
 use crate::rollout::{LossConfig, RewardShaping};
 use crate::shared_optim::OptimizerKind;
 
@@ -245,7 +245,18 @@ impl TrainConfig {
             test_env = env.make(workers)?;
         }
         let spec = match &resume {
-            Some(checkpoint) => resumed_spec(args, test_env.as_ref(), &checkpoint.sidecar)?,
+            Some(checkpoint) => {
+                let spec = resumed_spec(args, test_env.as_ref(), &checkpoint.sidecar)?;
+                // Before the model is built: a damaged or crafted set could imply a
+                // model of any size.
+                checkpoint::check_shapes(
+                    &checkpoint.files.model,
+                    &checkpoint.model,
+                    &parameter_shapes(&spec),
+                    checkpoint::SIDECAR_MISMATCH,
+                )?;
+                spec
+            }
             None => ModelSpec::for_env(
                 test_env.observation_shape(),
                 test_env.action_space(),

@@ -121,8 +121,7 @@ impl SharedModel {
         names: &[String],
         optimizer_kind: OptimizerKind,
     ) -> Result<(SavedCounters, Option<f64>)> {
-        let advice =
-            "its sidecar does not describe its tensors; restore the set or start without --load";
+        let advice = checkpoint::SIDECAR_MISMATCH;
         let named = |tensors: &[Tensor]| -> Vec<(String, Tensor)> {
             names.iter().cloned().zip(tensors.iter().map(Tensor::shallow_clone)).collect()
         };

@@ -96,6 +96,10 @@ fn out_of_range_hyperparameters_are_refused() {
         ("--save-interval", "nan"),
         ("--test-share", "1e-300"),
         ("--max-steps", "0"),
+        ("--workers", "-1"),
+        ("--hidden-size", "-1"),
+        ("--test-share", "-1"),
+        ("--max-steps", "-5"),
     ] {
         let result = scratch.a3g_owned(&small_cartpole(&[flag, value]));
         assert_eq!(result.status.code(), Some(2), "{flag} {value}: {}", result.stderr);

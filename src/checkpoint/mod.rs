@@ -28,6 +28,11 @@ use crate::shared_optim::OptimizerKind;
 /// reader keeps exactly; a run would need centuries to reach it, so more means damage.
 pub const MAX_COUNTER: u64 = 1 << 53;
 
+/// What to do about a checkpoint set whose tensors are not the model its sidecar
+/// describes (`--load`): the set was damaged or made up.
+pub const SIDECAR_MISMATCH: &str =
+    "its sidecar does not describe its tensors; restore the set or start without --load";
+
 /// The largest counter `--load` resumes from, 2^50: a run of a million agent steps a
 /// second would need 35 years to reach it, and room is left below [`MAX_COUNTER`] for
 /// everything a resumed run adds, so what it writes can be resumed in turn.
