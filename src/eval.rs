@@ -16,7 +16,7 @@ use crate::console;
 use crate::env::{Env, Screen};
 use crate::error::{Error, Result};
 use crate::game_log::{self, GameLog};
-use crate::gif::GifWriter;
+use crate::gif::{self, GifWriter};
 use crate::model::{parameter_shapes, ActorCritic, ModelSpec};
 use crate::test_agent::play_greedy_game;
 
@@ -74,6 +74,13 @@ pub fn run(args: &EvalArgs) -> Result<()> {
             path: record_dir.clone(),
             cause: source,
         })?;
+        let removed = gif::remove_stale_recordings(record_dir);
+        if removed > 0 {
+            console::warn(&format!(
+                "note: removed {removed} unfinished recordings that an interrupted evaluation left in {}",
+                record_dir.display()
+            ));
+        }
     }
     // With --json, stdout carries only the summary object.
     let say = |line: &str| {

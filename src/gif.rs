@@ -151,6 +151,27 @@ impl GifWriter {
     }
 }
 
+/// Removes the unfinished recordings (`<name>.gif.tmp<PID>`) that an evaluation killed
+/// outright left in `dir`; returns how many. A recording whose process still runs is
+/// another evaluation's, writing into the same folder, and is kept (a reused PID at
+/// worst leaves a stale file for a later sweep).
+pub fn remove_stale_recordings(dir: &Path) -> usize {
+    let Ok(entries) = fs::read_dir(dir) else { return 0 };
+    let mut removed = 0;
+    for entry in entries.filter_map(|entry| entry.ok()) {
+        let name = entry.file_name();
+        let Some((_, pid)) = name.to_str().and_then(|name| name.rsplit_once(".gif.tmp")) else {
+            continue;
+        };
+        let Ok(pid) = pid.parse::<u32>() else { continue };
+        let running = pid == std::process::id() || Path::new(&format!("/proc/{pid}")).exists();
+        if !running && fs::remove_file(entry.path()).is_ok() {
+            removed += 1;
+        }
+    }
+    removed
+}
+
 /// A recording's file while it is being written: removed if dropped before
 /// [`GifWriter::finish`] puts it in place (a failed write, an error mid-game).
 struct Unfinished {
@@ -201,6 +222,25 @@ fn changed_box(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A killed evaluation's unfinished recording is removed; a running one's (PID 1
+    /// always runs), this process's own and finished recordings are kept.
+    #[test]
+    fn stale_recordings_are_removed() {
+        let dir = std::env::temp_dir().join(format!("a3g-unit-stale-gifs-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        fs::create_dir_all(&dir).unwrap();
+        let dead = dir.join("Pong_game0001.gif.tmp4000000000");
+        let running = dir.join("Pong_game0002.gif.tmp1");
+        let own = dir.join(format!("Pong_game0003.gif.tmp{}", std::process::id()));
+        let finished = dir.join("Pong_game0004.gif");
+        for path in [&dead, &running, &own, &finished] {
+            fs::write(path, b"GIF").unwrap();
+        }
+        assert_eq!(remove_stale_recordings(&dir), 1);
+        assert!(!dead.exists() && running.exists() && own.exists() && finished.exists());
+        fs::remove_dir_all(&dir).unwrap();
+    }
 
     fn frame(pixels: Vec<u8>) -> Frame {
         Frame { width: 4, height: 3, palette: vec![[0, 0, 0], [255, 0, 0], [0, 0, 255]], pixels }

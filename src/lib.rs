@@ -23,9 +23,10 @@
 //!   stops; [`tensorboard`]: its event files.
 //! - The trainers: [`a3c`], workers (environment, LSTM state, rollouts) taken in turn
 //!   by training threads; [`ga3c`], agents, predictors that batch their forward
-//!   passes and trainers that batch their updates. A third trainer is a folder of its
-//!   own, a row in each of [`trainer`]'s two tables ([`trainer::memory_plan`],
-//!   [`trainer::start`]), and its flags and checked settings (cli.rs, config.rs).
+//!   passes and trainers that batch their updates. A third trainer goes in a folder
+//!   of its own, its settings implementing [`trainer::Trainer`], with a row in
+//!   [`trainer::chosen`], the one table (and its flags and settings' fields in cli.rs
+//!   and config.rs).
 //!   [`test_agent`]: the test agent's thread, which every trainer runs.
 //! - [`checkpoint`]: the checkpoint set (atomic save, sidecar, one open for
 //!   `train --load` and eval, the previous-set fallback), and beside it

@@ -21,7 +21,8 @@ use crate::trainer;
 pub fn run(args: &TrainArgs) -> Result<()> {
     let (mut config, test_env) = TrainConfig::new(args)?;
     let resume = config.resume.take();
-    let _save_dir = config.claim_save_dir(trainer::memory_plan(&config))?;
+    let chosen = trainer::chosen(&config);
+    let _save_dir = config.claim_save_dir(chosen.memory_plan(&config))?;
     for note in &config.notes {
         console::warn(note);
     }
@@ -42,7 +43,7 @@ pub fn run(args: &TrainArgs) -> Result<()> {
     let mut monitor = Monitor::open(&config, names, shared.handle(), resumed, resumed_best)?;
     let supervisor = Supervisor::new(monitor.stop.clone());
 
-    let mut trainer = trainer::start(&config, &shared, &monitor.counters, &supervisor)?;
+    let mut trainer = chosen.start(&config, &shared, &monitor.counters, &supervisor)?;
     let (games_tx, games) = channel::unbounded::<EpisodeStats>();
     let test_agent = TestAgent {
         env: test_env,

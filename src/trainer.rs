@@ -4,9 +4,9 @@
 //! the checked [`TrainConfig`] with the shared model, the live [`TrainingCounters`] it
 //! adds to, and the [`Supervisor`] that runs its threads; while it runs the monitor
 //! sees it only as a [`RunningTrainer`]. The monitor and the trainers depend on this
-//! module, not on each other. A third trainer is a folder of its own plus a row in
-//! each of [`memory_plan`] and [`start`] (and its flags and checked settings in
-//! cli.rs and config.rs).
+//! module, not on each other. A third trainer is a folder of its own, whose checked
+//! settings implement [`Trainer`], and a row in [`chosen`], the one table (its flags
+//! and the settings' fields are declared in cli.rs and config.rs).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -22,7 +22,6 @@ use crate::error::{Error, Result};
 use crate::shared::SharedModel;
 use crate::stop::{Stop, StopReason};
 use crate::supervisor::Supervisor;
-use crate::{a3c, ga3c};
 
 /// Non-finite updates in a row after which training stops: by then the shared model
 /// itself has diverged and more updates will not bring it back.
@@ -173,46 +172,38 @@ pub trait RunningTrainer {
     fn into_threads(self: Box<Self>) -> Vec<JoinHandle<()>>;
 }
 
-/// What the run holds in memory for the trainer `config` names, for the check made
-/// before anything is built.
-pub fn memory_plan(config: &TrainConfig) -> MemoryPlan {
-    // With --shared-optimizer false every worker (A3C) or trainer (GA3C) but the
-    // first steps its own copy of the statistics.
-    let own_optimizers =
-        |steppers: usize| if config.shared_optimizer { 0 } else { steppers.saturating_sub(1) };
+/// A trainer, as its checked settings: what it holds in memory, for the check made
+/// before anything is built, and how it starts.
+pub trait Trainer {
+    /// What the run holds in memory with this trainer.
+    fn memory_plan(&self, config: &TrainConfig) -> MemoryPlan;
+
+    /// Starts the trainer. `shared` is the handle whose optimizer the checkpoints save.
+    fn start<'a>(
+        &'a self,
+        config: &'a TrainConfig,
+        shared: &SharedModel,
+        counters: &Arc<TrainingCounters>,
+        supervisor: &Supervisor,
+    ) -> Result<Box<dyn RunningTrainer + 'a>>;
+}
+
+/// The one table of trainers: the trainer a run's config names.
+pub fn chosen(config: &TrainConfig) -> &dyn Trainer {
     match &config.trainer {
-        TrainerConfig::A3c(_) => MemoryPlan {
-            model_copies: a3c::training_threads(config),
-            optimizer_copies: own_optimizers(config.workers),
-            environments: config.workers,
-        },
-        TrainerConfig::Ga3c(settings) => {
-            let ceiling = ga3c::ceiling(config.workers, settings);
-            MemoryPlan {
-                model_copies: ceiling.predictors + ceiling.trainers,
-                optimizer_copies: own_optimizers(ceiling.trainers),
-                environments: ceiling.agents,
-            }
-        }
+        TrainerConfig::A3c(settings) => settings,
+        TrainerConfig::Ga3c(settings) => settings,
     }
 }
 
-/// Starts the trainer `config` names. `shared` is the handle whose optimizer the
-/// checkpoints save.
-pub fn start<'a>(
-    config: &'a TrainConfig,
-    shared: &SharedModel,
-    counters: &Arc<TrainingCounters>,
-    supervisor: &Supervisor,
-) -> Result<Box<dyn RunningTrainer + 'a>> {
-    Ok(match &config.trainer {
-        TrainerConfig::A3c(settings) => {
-            Box::new(a3c::start(config, settings, shared, counters, supervisor)?)
-        }
-        TrainerConfig::Ga3c(settings) => {
-            Box::new(ga3c::start(config, settings, shared, counters, supervisor)?)
-        }
-    })
+/// Optimizer statistics beside the shared ones when `steppers` threads step the
+/// model: with --shared-optimizer false, every one but the first has its own copy.
+pub fn own_optimizers(config: &TrainConfig, steppers: usize) -> usize {
+    if config.shared_optimizer {
+        0
+    } else {
+        steppers.saturating_sub(1)
+    }
 }
 
 #[cfg(test)]

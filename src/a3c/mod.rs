@@ -7,13 +7,13 @@ pub mod worker;
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
-use crate::config::{A3cConfig, TrainConfig};
+use crate::config::{A3cConfig, MemoryPlan, TrainConfig};
 use crate::console;
 use crate::device;
 use crate::error::Result;
 use crate::shared::SharedModel;
 use crate::supervisor::Supervisor;
-use crate::trainer::{RunningTrainer, TrainingCounters};
+use crate::trainer::{own_optimizers, RunningTrainer, Trainer, TrainingCounters};
 use worker::{Worker, WorkerQueue, WorkerSetup};
 
 /// The running A3C trainer: its training threads.
@@ -34,7 +34,27 @@ pub fn training_threads(config: &TrainConfig) -> usize {
 /// training threads. `shared` is the handle the checkpoints save the optimizer of:
 /// with --shared-optimizer false it is worker 0's, and every other worker steps a
 /// copy of its (possibly resumed) statistics.
-pub fn start(
+impl Trainer for A3cConfig {
+    fn memory_plan(&self, config: &TrainConfig) -> MemoryPlan {
+        MemoryPlan {
+            model_copies: training_threads(config),
+            optimizer_copies: own_optimizers(config, config.workers),
+            environments: config.workers,
+        }
+    }
+
+    fn start<'a>(
+        &'a self,
+        config: &'a TrainConfig,
+        shared: &SharedModel,
+        counters: &Arc<TrainingCounters>,
+        supervisor: &Supervisor,
+    ) -> Result<Box<dyn RunningTrainer + 'a>> {
+        Ok(Box::new(start(config, self, shared, counters, supervisor)?))
+    }
+}
+
+fn start(
     config: &TrainConfig,
     settings: &A3cConfig,
     shared: &SharedModel,

@@ -31,11 +31,11 @@ use std::time::Instant;
 
 use crossbeam::channel::{self, Receiver, Sender};
 
-use crate::config::{Ga3cConfig, TrainConfig};
+use crate::config::{Ga3cConfig, MemoryPlan, TrainConfig};
 use crate::error::Result;
 use crate::shared::SharedModel;
 use crate::supervisor::Supervisor;
-use crate::trainer::{RunningTrainer, TrainingCounters};
+use crate::trainer::{own_optimizers, RunningTrainer, Trainer, TrainingCounters};
 use agent::AgentSetup;
 use predictor::{Batching, PredictorCounters, PredictorSetup, Request, SlotTable};
 use segment::Segment;
@@ -118,9 +118,30 @@ pub fn ceiling(agents: usize, settings: &Ga3cConfig) -> Counts {
     }
 }
 
+impl Trainer for Ga3cConfig {
+    fn memory_plan(&self, config: &TrainConfig) -> MemoryPlan {
+        let ceiling = ceiling(config.workers, self);
+        MemoryPlan {
+            model_copies: ceiling.predictors + ceiling.trainers,
+            optimizer_copies: own_optimizers(config, ceiling.trainers),
+            environments: ceiling.agents,
+        }
+    }
+
+    fn start<'a>(
+        &'a self,
+        config: &'a TrainConfig,
+        shared: &SharedModel,
+        counters: &Arc<TrainingCounters>,
+        supervisor: &Supervisor,
+    ) -> Result<Box<dyn RunningTrainer + 'a>> {
+        Ok(Box::new(start(config, self, shared, counters, supervisor)?))
+    }
+}
+
 /// Starts the agents, predictors and trainers. `shared` is the handle whose optimizer
 /// the checkpoints save; with --shared-optimizer false the other trainers step copies.
-pub fn start<'a>(
+fn start<'a>(
     config: &'a TrainConfig,
     settings: &'a Ga3cConfig,
     shared: &SharedModel,
