@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Training speed of the two trainers on PongDeterministic-v4, same run: A3C at its
-# best worker count against GA3C at several settings, for the reference model
-# (a3clstm) and the universe model, each run SECONDS long, ROUNDS times in turn.
+# best worker count against GA3C at several settings and at its defaults (no flag but
+# the lag), for the reference model (a3clstm) and the universe model, each run SECONDS
+# long, ROUNDS times in turn.
 # Prints each run's agent steps/s (mean of the status lines after WARM_UP seconds)
 # and GA3C's ratio to A3C's in the same round, with GA3C's mean predict batch, policy
 # lag (updates) and dropped segments. docs/benchmarks.md has the results.
@@ -27,6 +28,8 @@ configs=(
     "universe a3c 8 workers|--model universe --workers 8"
     "universe ga3c 32 agents, train batch 8|--model universe --trainer ga3c --workers 32 --train-batch 8 --predict-min-batch 8 --predict-timeout-us 2000 $lag"
     "universe ga3c 64 agents, train batch 16|--model universe --trainer ga3c --workers 64 --train-batch 16 --predict-min-batch 16 --predict-timeout-us 2000 $lag"
+    "universe ga3c defaults|--model universe --trainer ga3c $lag"
+    "a3clstm ga3c defaults|--model a3clstm --trainer ga3c $lag"
 )
 
 echo "PongDeterministic-v4, $seconds s runs, mean of status lines after $warm_up s; $(nproc) cores; load average $(cut -d' ' -f1-3 /proc/loadavg)"

@@ -86,21 +86,26 @@ pub struct Ga3cArgs {
     /// Predictor threads, each gathering the agents' observations into one forward pass.
     #[arg(long, allow_negative_numbers = true, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=64), help_heading = "Batched trainer (--trainer ga3c)")]
     pub predictors: u32,
-    /// Trainer threads, each merging segments into one update of the shared model.
-    #[arg(long, allow_negative_numbers = true, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=64), help_heading = "Batched trainer (--trainer ga3c)")]
-    pub trainers: u32,
+    /// Trainer threads, each merging segments into one update of the shared model
+    /// (default: 2 for the a3clstm network on two or more cores, else 1).
+    #[arg(long, allow_negative_numbers = true, value_parser = clap::value_parser!(u32).range(1..=64), help_heading = "Batched trainer (--trainer ga3c)")]
+    pub trainers: Option<u32>,
     /// Most observations in one forward pass.
     #[arg(long, allow_negative_numbers = true, default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..=4096), help_heading = "Batched trainer (--trainer ga3c)")]
     pub predict_batch: u32,
-    /// A predictor waits for this many observations before its forward pass...
-    #[arg(long, allow_negative_numbers = true, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=4096), help_heading = "Batched trainer (--trainer ga3c)")]
-    pub predict_min_batch: u32,
-    /// ...or for this many microseconds after the first, whichever comes first.
-    #[arg(long, allow_negative_numbers = true, default_value_t = 0, value_parser = clap::value_parser!(u64).range(0..=1_000_000), help_heading = "Batched trainer (--trainer ga3c)")]
-    pub predict_timeout_us: u64,
-    /// Segments (of up to --num-steps agent steps) merged into one update.
-    #[arg(long, allow_negative_numbers = true, default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=1024), help_heading = "Batched trainer (--trainer ga3c)")]
-    pub train_batch: u32,
+    /// A predictor waits for this many observations before its forward pass... (default
+    /// for Atari: a quarter of the agents with universe, half with a3clstm, at most 16;
+    /// 1 for classic control)
+    #[arg(long, allow_negative_numbers = true, value_parser = clap::value_parser!(u32).range(1..=4096), help_heading = "Batched trainer (--trainer ga3c)")]
+    pub predict_min_batch: Option<u32>,
+    /// ...or for this many microseconds after the first, whichever comes first
+    /// (default: 2000 where the minimum batch is above 1, else 0).
+    #[arg(long, allow_negative_numbers = true, value_parser = clap::value_parser!(u64).range(0..=1_000_000), help_heading = "Batched trainer (--trainer ga3c)")]
+    pub predict_timeout_us: Option<u64>,
+    /// Segments (of up to --num-steps agent steps) merged into one update (default for
+    /// Atari: as --predict-min-batch; 4 for classic control).
+    #[arg(long, allow_negative_numbers = true, value_parser = clap::value_parser!(u32).range(1..=1024), help_heading = "Batched trainer (--trainer ga3c)")]
+    pub train_batch: Option<u32>,
     /// Updates a segment's acting weights may trail the shared model by; older
     /// segments are dropped.
     #[arg(long, allow_negative_numbers = true, default_value_t = 20, value_parser = clap::value_parser!(u64).range(0..=1_000_000), help_heading = "Batched trainer (--trainer ga3c)")]
@@ -171,8 +176,9 @@ pub struct TrainArgs {
     #[serde(flatten)]
     pub environment: EnvArgs,
 
-    /// Workers (a3c) or agents (ga3c), each with its own environment (default: the
-    /// number of cores).
+    /// Workers (a3c) or agents (ga3c), each with its own environment (default: one per
+    /// core; with --trainer ga3c on Atari, 16 per core with --model universe and 8 with
+    /// a3clstm, the counts measured fastest on two cores).
     #[arg(long, allow_negative_numbers = true, help_heading = "Workers")]
     pub workers: Option<usize>,
     /// The trainer: asynchronous workers (a3c) or batched agents, predictors and

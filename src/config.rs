@@ -95,8 +95,41 @@ pub struct Ga3cConfig {
     pub autotune_window: Option<Duration>,
 }
 
+/// GA3C's batching and threads where the flags leave them out, for `agents` agents of
+/// a network with `body`. On two cores (docs/benchmarks.md, "GA3C against A3C" and
+/// "GA3C's defaults"), the universe network ran fastest with 32 agents batching 8, the
+/// reference's with 16 agents batching 8 and 2 trainers; a batch grows with the agents
+/// (16 at most), and classic control keeps single predictions (its learning tests'
+/// settings).
+struct Ga3cDefaults {
+    trainers: usize,
+    batch: usize,
+}
+
+impl Ga3cDefaults {
+    fn new(body: &Body, agents: usize, cores: usize) -> Self {
+        match body {
+            Body::Universe => Ga3cDefaults { trainers: 1, batch: (agents / 4).clamp(1, 16) },
+            Body::AtariLstm => {
+                Ga3cDefaults { trainers: cores.clamp(1, 2), batch: (agents / 2).clamp(1, 16) }
+            }
+            Body::Mlp { .. } => Ga3cDefaults { trainers: 1, batch: 1 },
+        }
+    }
+}
+
+/// GA3C's default agents per core, by network: the counts measured fastest on two
+/// cores (see [`Ga3cDefaults`]); classic control keeps one per core.
+fn ga3c_agents_per_core(body: &Body) -> usize {
+    match body {
+        Body::Universe => 16,
+        Body::AtariLstm => 8,
+        Body::Mlp { .. } => 1,
+    }
+}
+
 impl Ga3cConfig {
-    fn new(args: &TrainArgs) -> Result<Self> {
+    fn new(args: &TrainArgs, body: &Body, agents: usize, cores: usize) -> Result<Self> {
         let Ga3cArgs {
             predictors,
             trainers,
@@ -108,6 +141,12 @@ impl Ga3cConfig {
             autotune,
             autotune_window,
         } = args.ga3c;
+        let defaults = Ga3cDefaults::new(body, agents, cores);
+        let predict_batch = predict_batch as usize;
+        let predict_min_batch = match predict_min_batch {
+            Some(asked) => asked as usize,
+            None => defaults.batch.min(predict_batch),
+        };
         if predict_min_batch > predict_batch {
             return Err(Error::BadArguments(format!(
                 "--predict-min-batch {predict_min_batch} is above --predict-batch {predict_batch}; a predictor could \
@@ -120,14 +159,22 @@ impl Ga3cConfig {
                     .into(),
             ));
         }
+        let classic_train_batch = 4;
+        let train_batch = match (train_batch, body) {
+            (Some(asked), _) => asked as usize,
+            (None, Body::Mlp { .. }) => classic_train_batch,
+            (None, _) => defaults.batch,
+        };
+        let predict_timeout_us =
+            predict_timeout_us.unwrap_or(if predict_min_batch > 1 { 2000 } else { 0 });
         Ok(Ga3cConfig {
             num_steps: args.num_steps,
             predictors: predictors as usize,
-            trainers: trainers as usize,
-            predict_min_batch: predict_min_batch as usize,
-            predict_batch: predict_batch as usize,
+            trainers: trainers.map_or(defaults.trainers, |asked| asked as usize),
+            predict_min_batch,
+            predict_batch,
             predict_timeout: Duration::from_micros(predict_timeout_us),
-            train_batch: train_batch as usize,
+            train_batch,
             max_policy_lag,
             autotune_window: autotune.then(|| Duration::from_secs_f64(autotune_window)),
         })
@@ -205,29 +252,19 @@ impl TrainConfig {
     /// is sized), so that a bad id or crop file is reported before training begins.
     pub fn new(args: &TrainArgs) -> Result<(Self, Box<dyn Env>)> {
         let cores = thread::available_parallelism().map_or(1, |n| n.get());
-        let workers = args.workers.unwrap_or(cores);
-        if workers == 0 {
+        if args.workers == Some(0) {
             return Err(Error::BadArguments(
                 "--workers must be at least 1; leave it out for one per core".into(),
             ));
         }
         let devices = device::select_list(&args.gpu_ids)?;
-        let trainer = match args.trainer {
-            TrainerName::A3c => TrainerConfig::A3c(A3cConfig {
-                rollout_lengths: if args.distributed_step_size.is_empty() {
-                    vec![args.num_steps]
-                } else {
-                    args.distributed_step_size.clone()
-                },
-            }),
-            TrainerName::Ga3c => TrainerConfig::Ga3c(Ga3cConfig::new(args)?),
-        };
         let flag_screen = args.model.unwrap_or(ModelName::A3cLstm).screen();
         let mut env = EnvConfig::new(&args.environment, args.seed, flag_screen)?;
         // Made before the checkpoint is read, so that an unknown id is reported as such
-        // rather than as a missing checkpoint; remade if the checkpoint's model wants
-        // another screen.
-        let mut test_env = env.make(workers)?;
+        // rather than as a missing checkpoint; remade as rank `workers` once the
+        // network, and so GA3C's default agent count and the screen, are known.
+        let provisional_rank = args.workers.unwrap_or(cores);
+        let mut test_env = env.make(provisional_rank)?;
         let resume = if args.load {
             let checkpoint = checkpoint::load(&args.load_model_dir, &env.id)?;
             checkpoint.sidecar.check_env(&checkpoint.files.sidecar, &env.id)?;
@@ -242,7 +279,6 @@ impl TrainConfig {
         };
         if screen != flag_screen {
             env = env.with_screen(screen);
-            test_env = env.make(workers)?;
         }
         let spec = match &resume {
             Some(checkpoint) => {
@@ -264,6 +300,25 @@ impl TrainConfig {
                     .unwrap_or(args.model.unwrap_or(ModelName::A3cLstm).default_hidden_size()),
                 args.lstm,
             ),
+        };
+        let workers = args.workers.unwrap_or(match args.trainer {
+            TrainerName::A3c => cores,
+            TrainerName::Ga3c => cores.saturating_mul(ga3c_agents_per_core(&spec.body)),
+        });
+        if workers != provisional_rank || screen != flag_screen {
+            test_env = env.make(workers)?;
+        }
+        let trainer = match args.trainer {
+            TrainerName::A3c => TrainerConfig::A3c(A3cConfig {
+                rollout_lengths: if args.distributed_step_size.is_empty() {
+                    vec![args.num_steps]
+                } else {
+                    args.distributed_step_size.clone()
+                },
+            }),
+            TrainerName::Ga3c => {
+                TrainerConfig::Ga3c(Ga3cConfig::new(args, &spec.body, workers, cores)?)
+            }
         };
         let test_share = args.test_share.unwrap_or(match spec.body {
             Body::AtariLstm | Body::Universe => ATARI_TEST_SHARE,
@@ -579,4 +634,49 @@ fn address_space_left() -> Option<f64> {
         .parse()
         .ok()?;
     Some((limit - mapped * 1024.0).max(0.0))
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+    use crate::cli::{Cli, Command};
+
+    fn ga3c(flags: &[&str], body: Body, agents: usize, cores: usize) -> Ga3cConfig {
+        let cli = Cli::try_parse_from([&["a3g", "train", "--trainer", "ga3c"], flags].concat())
+            .expect("flags parse");
+        let Command::Train(args) = cli.command else { panic!("not train") };
+        Ga3cConfig::new(&args, &body, agents, cores).expect("checked")
+    }
+
+    /// GA3C's batching follows the network and the agents where the flags leave it
+    /// out: the universe network's 32 agents batch 8 (the row measured fastest on two
+    /// cores), the reference network's 16 agents batch 8 on two trainers, classic
+    /// control predicts one observation at a time; a flag given wins, and a derived
+    /// minimum batch never exceeds --predict-batch.
+    #[test]
+    fn ga3c_defaults_follow_the_network() {
+        let universe = ga3c(&[], Body::Universe, 32, 2);
+        assert_eq!(
+            (universe.predict_min_batch, universe.train_batch, universe.trainers),
+            (8, 8, 1)
+        );
+        assert_eq!(universe.predict_timeout, Duration::from_micros(2000));
+        let reference = ga3c(&[], Body::AtariLstm, 16, 2);
+        assert_eq!(
+            (reference.predict_min_batch, reference.train_batch, reference.trainers),
+            (8, 8, 2)
+        );
+        let classic = ga3c(&[], Body::Mlp { inputs: 4, lstm: false }, 8, 2);
+        assert_eq!((classic.predict_min_batch, classic.train_batch, classic.trainers), (1, 4, 1));
+        assert_eq!(classic.predict_timeout, Duration::ZERO);
+        let asked =
+            ga3c(&["--train-batch", "2", "--predict-timeout-us", "0"], Body::Universe, 64, 2);
+        assert_eq!((asked.predict_min_batch, asked.train_batch), (16, 2));
+        assert_eq!(asked.predict_timeout, Duration::ZERO);
+        let capped = ga3c(&["--predict-batch", "4"], Body::Universe, 64, 2);
+        assert_eq!(capped.predict_min_batch, 4);
+        assert_eq!(ga3c_agents_per_core(&Body::Universe) * 2, 32);
+    }
 }
