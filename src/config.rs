@@ -385,12 +385,6 @@ impl TrainConfig {
         Ok((config, test_env))
     }
 
-    /// The environment of worker (or agent) `rank`; the test agent's is rank
-    /// `workers`.
-    pub fn make_env(&self, rank: usize) -> Result<Box<dyn Env>> {
-        self.env.make(rank)
-    }
-
     /// Claims the save folder: checks that the run fits in memory as `plan` lays it
     /// out, locks the folder, refuses to replace a model the run did not start from,
     /// and removes what an interrupted run left. The lock is held as long as the
@@ -604,17 +598,14 @@ fn check_memory(spec: &ModelSpec, plan: MemoryPlan, workers: usize) -> Result<()
 /// Bytes of memory available to new allocations: MemAvailable in /proc/meminfo, or
 /// less under an address-space limit (`ulimit -v`), what is left of it.
 fn available_memory() -> Option<f64> {
-    let kilobytes = |text: &str, key: &str| -> Option<f64> {
-        let value = text.lines().find_map(|line| line.strip_prefix(key))?;
-        value.trim().trim_end_matches("kB").trim().parse().ok()
-    };
     let meminfo = std::fs::read_to_string("/proc/meminfo").ok()?;
     let available = kilobytes(&meminfo, "MemAvailable:")? * 1024.0;
     Some(available.min(address_space_left().unwrap_or(f64::INFINITY)))
 }
 
 /// Bytes of address space this process may still map under its soft limit, if it has
-/// one: /proc/self/limits' "Max address space" less /proc/self/status' VmSize.
+/// one: /proc/self/limits' "Max address space" (in bytes) less /proc/self/status'
+/// VmSize.
 fn address_space_left() -> Option<f64> {
     let limits = std::fs::read_to_string("/proc/self/limits").ok()?;
     let limit: f64 = limits
@@ -625,15 +616,14 @@ fn address_space_left() -> Option<f64> {
         .parse()
         .ok()?;
     let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let mapped: f64 = status
-        .lines()
-        .find_map(|line| line.strip_prefix("VmSize:"))?
-        .trim()
-        .trim_end_matches("kB")
-        .trim()
-        .parse()
-        .ok()?;
-    Some((limit - mapped * 1024.0).max(0.0))
+    let mapped = kilobytes(&status, "VmSize:")? * 1024.0;
+    Some((limit - mapped).max(0.0))
+}
+
+/// The value of a `/proc` line `<key> <n> kB`, in kilobytes.
+fn kilobytes(text: &str, key: &str) -> Option<f64> {
+    let value = text.lines().find_map(|line| line.strip_prefix(key))?;
+    value.trim().trim_end_matches("kB").trim().parse().ok()
 }
 
 #[cfg(test)]

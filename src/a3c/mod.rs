@@ -30,10 +30,6 @@ pub fn training_threads(config: &TrainConfig) -> usize {
     workers.min(config.cores + 1).max(workers.min(config.devices.len()))
 }
 
-/// Builds the workers (every environment before any thread starts) and starts the
-/// training threads. `shared` is the handle the checkpoints save the optimizer of:
-/// with --shared-optimizer false it is worker 0's, and every other worker steps a
-/// copy of its (possibly resumed) statistics.
 impl Trainer for A3cConfig {
     fn memory_plan(&self, config: &TrainConfig) -> MemoryPlan {
         MemoryPlan {
@@ -54,6 +50,10 @@ impl Trainer for A3cConfig {
     }
 }
 
+/// Builds the workers (every environment before any thread starts) and starts the
+/// training threads. `shared` is the handle the checkpoints save the optimizer of:
+/// with --shared-optimizer false it is worker 0's, and every other worker steps a
+/// copy of its (possibly resumed) statistics.
 fn start(
     config: &TrainConfig,
     settings: &A3cConfig,
