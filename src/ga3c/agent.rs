@@ -357,7 +357,34 @@ mod tests {
         }
     }
 
-    /// Three CartPole agents play about 2000 steps through one predictor and are then
+    /// Drains `segments` into `sent` until every one of `agents` agents has sent what
+    /// `enough` asks for, for up to 60 s. Waiting per agent rather than for a total keeps
+    /// a starved thread on a loaded two-core machine from failing the test.
+    fn drain_until(
+        segments: &Receiver<Segment>,
+        sent: &mut Vec<Segment>,
+        agents: usize,
+        enough: impl Fn(&[&Segment]) -> bool,
+    ) {
+        let since = Instant::now();
+        loop {
+            let satisfied = (0..agents).all(|agent| {
+                let mine: Vec<&Segment> =
+                    sent.iter().filter(|segment| segment.agent == agent).collect();
+                enough(&mine)
+            });
+            if satisfied {
+                return;
+            }
+            assert!(since.elapsed() < Duration::from_secs(60), "the agents stalled");
+            if let Ok(segment) = segments.recv_timeout(Duration::from_millis(50)) {
+                sent.push(segment);
+            }
+        }
+    }
+
+    /// Three CartPole agents each play six episodes or more through one predictor, go
+    /// on until each has sent a segment of the next policy version, and are then
     /// retired. Every segment is well formed: 1 to num_steps steps, one observation,
     /// action, log-probability and reward per step, full unless its episode ended,
     /// bootstrap 0 when it did, episodes no longer than max_episode_length; an agent's
@@ -369,14 +396,19 @@ mod tests {
     fn cartpole_agents_send_well_formed_segments() {
         let Rig { requests, segments, counters, retire, agents, predictor, .. } = rig(3);
         drop(requests);
-        wait_for_steps(&counters, 1000);
+        let mut sent = Vec::new();
+        drain_until(&segments, &mut sent, 3, |mine| {
+            mine.iter().filter(|segment| segment.done).count() > 5
+        });
         counters.updates.store(1, Ordering::Release);
-        wait_for_steps(&counters, 2000);
+        drain_until(&segments, &mut sent, 3, |mine| {
+            mine.iter().any(|segment| segment.policy_version == 1)
+        });
         retire.iter().for_each(|flag| flag.store(true, Ordering::Relaxed));
         for agent in agents {
             agent.join().expect("the agent ran").expect("the agent ended cleanly");
         }
-        let sent: Vec<Segment> = segments.try_iter().collect();
+        sent.extend(segments.try_iter());
         let mut by_agent: Vec<Vec<&Segment>> = vec![Vec::new(); 3];
         sent.iter().for_each(|segment| by_agent[segment.agent].push(segment));
         let steps: usize = sent.iter().map(Segment::len).sum();
