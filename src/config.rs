@@ -8,13 +8,14 @@ use std::path::{Path, PathBuf};
 use std::thread;
 use std::time::Duration;
 
+use serde::{Deserialize, Serialize};
 use tch::Device;
 
 use crate::checkpoint::{self, Checkpoint, FolderLock, Sidecar};
 use crate::cli::{EnvArgs, EvalArgs, Ga3cArgs, ModelName, OptimizerName, TrainArgs, TrainerName};
 use crate::console;
 use crate::device;
-use crate::env::{self, CropTable, Env, EnvOptions, Screen};
+use crate::env::{self, atari::AtariId, Crop, CropTable, Env, EnvOptions, Screen};
 use crate::error::{Error, Result};
 use crate::model::{parameter_shapes, Body, ModelSpec};
 use crate::rollout::{LossConfig, RewardShaping};
@@ -34,6 +35,9 @@ pub struct EnvConfig {
     base_seed: u64,
     /// Agent steps after which a game is cut (`--max-episode-length`).
     pub max_episode_length: u32,
+    /// Whether `--env-config` chose the crop rows; if not, those a checkpoint records
+    /// for its game are played.
+    crops_from_flag: bool,
 }
 
 impl EnvConfig {
@@ -44,6 +48,7 @@ impl EnvConfig {
             options: args.options(&crops, base_seed, screen),
             base_seed,
             max_episode_length: args.max_episode_length,
+            crops_from_flag: args.env_config.is_some(),
         })
     }
 
@@ -58,14 +63,64 @@ impl EnvConfig {
         env::make(&self.id, &EnvOptions { seed: self.seed(rank), ..self.options.clone() })
     }
 
-    /// The same environments with Atari screens prepared as `screen`.
-    fn with_screen(&self, screen: Screen) -> Self {
-        EnvConfig { options: EnvOptions { screen, ..self.options.clone() }, ..self.clone() }
+    /// The rows kept of the game's screens, when an Atari game is played on the
+    /// reference's screen (the other screen crops by its own fixed rule).
+    pub fn crop(&self) -> Option<Crop> {
+        let game = AtariId::parse(&self.id)?.game;
+        (self.options.screen == Screen::Gray80).then(|| self.options.crops.for_game(&game))
+    }
+
+    /// The environments a checkpoint's model was trained on: Atari screens prepared as
+    /// `screen`, and the crop rows `trained` records unless `--env-config` names
+    /// others, since a model fed other rows than it learned from plays blind. Says so
+    /// on stderr when the recorded rows replace the ones the flags gave.
+    fn as_trained(
+        &self,
+        screen: Screen,
+        trained: Option<&TrainedWith>,
+        source: &Path,
+    ) -> Result<Self> {
+        let mut options = EnvOptions { screen, ..self.options.clone() };
+        let recorded = trained.and_then(|trained| trained.crop).filter(|_| !self.crops_from_flag);
+        if let Some(recorded) = recorded {
+            let with_flags = EnvConfig { options: options.clone(), ..self.clone() }.crop();
+            if with_flags.is_some_and(|crop| crop != recorded) {
+                console::warn(&format!(
+                    "note: playing rows {}..{} of the screen, as the checkpoint was trained; --env-config \
+                     chooses others",
+                    recorded.crop1,
+                    (recorded.crop2 + 160).min(210)
+                ));
+                options.crops = CropTable::only(recorded, source)?;
+            }
+        }
+        Ok(EnvConfig { options, ..self.clone() })
     }
 }
 
+/// The checked settings of the run that wrote a checkpoint, recorded in its sidecar
+/// (`trained_with`) so that `--load` and eval read typed values: what the run
+/// trained on and with, not the flags' text.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TrainedWith {
+    pub trainer: TrainerConfig,
+    /// Workers (A3C) or agents (GA3C).
+    pub workers: usize,
+    pub seed: u64,
+    pub max_episode_length: u32,
+    /// Frames per agent step, for NoFrameskip ids.
+    pub skip_rate: u32,
+    /// The rows kept of the game's screens (Atari on the reference's screen).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub crop: Option<Crop>,
+    pub lr: f64,
+    pub shared_optimizer: bool,
+    pub loss: LossConfig,
+    pub rewards: RewardShaping,
+}
+
 /// A3C's own settings.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct A3cConfig {
     /// Rollout lengths handed to workers round-robin (`--num-steps`, or
     /// `--distributed-step-size`'s list).
@@ -80,7 +135,7 @@ impl A3cConfig {
 }
 
 /// GA3C's own settings, checked against each other.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Ga3cConfig {
     /// Agent steps per segment.
     pub num_steps: u32,
@@ -182,7 +237,8 @@ impl Ga3cConfig {
 }
 
 /// The trainer a run uses, with its own settings.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum TrainerConfig {
     A3c(A3cConfig),
     Ga3c(Ga3cConfig),
@@ -260,6 +316,7 @@ impl TrainConfig {
         let devices = device::select_list(&args.gpu_ids)?;
         let flag_screen = args.model.unwrap_or(ModelName::A3cLstm).screen();
         let mut env = EnvConfig::new(&args.environment, args.seed, flag_screen)?;
+        let flag_crops = env.options.crops.clone();
         // Made before the checkpoint is read, so that an unknown id is reported as such
         // rather than as a missing checkpoint; remade as rank `workers` once the
         // network, and so GA3C's default agent count and the screen, are known.
@@ -273,13 +330,13 @@ impl TrainConfig {
         } else {
             None
         };
-        let screen = match &resume {
-            Some(checkpoint) => resumed_screen(args, &checkpoint.sidecar)?,
-            None => flag_screen,
-        };
-        if screen != flag_screen {
-            env = env.with_screen(screen);
+        if let Some(checkpoint) = &resume {
+            let screen = resumed_screen(args, &checkpoint.sidecar)?;
+            let trained = checkpoint.sidecar.trained_with.as_ref();
+            env = env.as_trained(screen, trained, &checkpoint.files.sidecar)?;
         }
+        let screen = env.options.screen;
+        let remake = screen != flag_screen || env.options.crops != flag_crops;
         let spec = match &resume {
             Some(checkpoint) => {
                 let spec = resumed_spec(args, test_env.as_ref(), &checkpoint.sidecar)?;
@@ -305,7 +362,7 @@ impl TrainConfig {
             TrainerName::A3c => cores,
             TrainerName::Ga3c => cores.saturating_mul(ga3c_agents_per_core(&spec.body)),
         });
-        if workers != provisional_rank || screen != flag_screen {
+        if workers != provisional_rank || remake {
             test_env = env.make(workers)?;
         }
         let trainer = match args.trainer {
@@ -385,6 +442,22 @@ impl TrainConfig {
         Ok((config, test_env))
     }
 
+    /// What a checkpoint of this run records of its settings.
+    pub fn trained_with(&self) -> TrainedWith {
+        TrainedWith {
+            trainer: self.trainer.clone(),
+            workers: self.workers,
+            seed: self.seed,
+            max_episode_length: self.env.max_episode_length,
+            skip_rate: self.env.options.skip_rate,
+            crop: self.env.crop(),
+            lr: self.lr,
+            shared_optimizer: self.shared_optimizer,
+            loss: self.loss,
+            rewards: self.rewards,
+        }
+    }
+
     /// Claims the save folder: checks that the run fits in memory as `plan` lays it
     /// out, locks the folder, refuses to replace a model the run did not start from,
     /// and removes what an interrupted run left. The lock is held as long as the
@@ -449,9 +522,16 @@ impl EvalConfig {
         })
     }
 
-    /// The environments with Atari screens prepared as the checkpoint's network wants.
-    pub fn with_screen(self, screen: Screen) -> Self {
-        EvalConfig { env: self.env.with_screen(screen), ..self }
+    /// The environments a checkpoint's model was trained on: Atari screens prepared
+    /// as its network wants, and the crop rows its sidecar (at `source`) records,
+    /// unless --env-config names others.
+    pub fn as_trained(
+        self,
+        screen: Screen,
+        trained: Option<&TrainedWith>,
+        source: &Path,
+    ) -> Result<Self> {
+        Ok(EvalConfig { env: self.env.as_trained(screen, trained, source)?, ..self })
     }
 }
 

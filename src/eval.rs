@@ -46,12 +46,17 @@ pub fn run(args: &EvalArgs) -> Result<()> {
     // Made once with the default screen so that an unknown id is reported as such
     // rather than as a missing checkpoint; remade below if the model wants another.
     let mut env = config.env.make(0)?;
+    let env_crop = config.env.crop();
     let env_id = config.env.id.clone();
     // A model without a sidecar (PyTorch's) is checked by its shapes alone.
-    let (path, tensors) = checkpoint::load_model(&config.load_model_dir, &env_id)?;
+    let played = checkpoint::load_model(&config.load_model_dir, &env_id)?;
+    let (path, tensors) = (played.path, played.tensors);
     let screen = checkpoint::implied_screen(&tensors);
-    let config = config.with_screen(screen);
-    if screen != Screen::Gray80 {
+    let config = match &played.trained_with {
+        Some((trained, sidecar)) => config.as_trained(screen, Some(trained), sidecar)?,
+        None => config.as_trained(screen, None, &path)?,
+    };
+    if config.env.crop() != env_crop || screen != Screen::Gray80 {
         env = config.env.make(0)?;
     }
     let (hidden_size, lstm) = checkpoint::implied_architecture(&path, &tensors)?;

@@ -433,7 +433,7 @@ fn store_channels_last(weight: &Tensor) {
     let strides = [inputs * height * width, 1, width * inputs, inputs];
     tch::no_grad(|| {
         let mut reordered = Tensor::empty_strided(&size, strides, (weight.kind(), weight.device()));
-        let _ = reordered.copy_(weight);
+        reordered.copy_(weight);
         weight.shallow_clone().set_data(&reordered);
     });
 }

@@ -337,8 +337,7 @@ impl<'a> Monitor<'a> {
             },
             best_score: best.is_finite().then_some(best),
             checksums: None,
-            // Plain data (paths are written lossily), so this cannot fail in practice.
-            args: self.config.arguments.clone(),
+            trained_with: Some(self.config.trained_with()),
         };
         let statistics = self.shared.statistics(&self.names);
         let statistics: Vec<(String, &Tensor)> =

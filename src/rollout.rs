@@ -18,7 +18,7 @@ pub struct LossConfig {
 }
 
 /// How a raw reward becomes the reward the loss learns from.
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct RewardShaping {
     pub scale: f64,
     /// Rewards are clipped to [-clip, clip] after scaling; `None` keeps them whole.

@@ -58,6 +58,47 @@ fn atari_smoke_run_writes_and_resumes() {
     );
 }
 
+/// A checkpoint records the run's checked settings, and the crop rows a run trained
+/// on are played again by eval and by `--load` when --env-config is left out (with a
+/// note saying so); a model fed rows it never learned from would play blind.
+#[test]
+fn a_checkpoint_records_its_settings_and_its_crop_is_played_again() {
+    let scratch = Scratch::new("trained-with");
+    scratch.write(
+        "crop.json",
+        r#"{"Default": {"crop1": 34, "crop2": 34}, "Pong": {"crop1": 10, "crop2": 10}}"#,
+    );
+    let pong = ["--env", "PongDeterministic-v4", "--hidden-size", "32"];
+    let train = ["train", "--workers", "1", "--lr", "0.0002", "--max-steps", "20"];
+    let run = scratch.a3g(&[&train[..], &pong[..], &["--env-config", "crop.json"]].concat());
+    assert!(run.status.success(), "{}", run.stderr);
+    let sidecar = scratch.path("trained_models/PongDeterministic-v4.json");
+    let recorded = |sidecar: &std::path::Path| -> serde_json::Value {
+        let text = std::fs::read_to_string(sidecar).expect("sidecar");
+        serde_json::from_str::<serde_json::Value>(&text).expect("sidecar is JSON")["trained_with"]
+            .clone()
+    };
+    let trained_with = recorded(&sidecar);
+    assert_eq!(trained_with["crop"], serde_json::json!({"crop1": 10, "crop2": 10}));
+    assert_eq!(trained_with["lr"], serde_json::json!(0.0002));
+    assert_eq!(trained_with["workers"], serde_json::json!(1));
+    assert_eq!(trained_with["trainer"]["a3c"]["rollout_lengths"], serde_json::json!([20]));
+
+    let note = "note: playing rows 10..170 of the screen, as the checkpoint was trained";
+    let eval = ["eval", "--num-episodes", "1", "--max-episode-length", "20"];
+    let run = scratch.a3g(&[&eval[..], &pong[..2]].concat());
+    assert!(run.status.success(), "{}", run.stderr);
+    assert_eq!(run.stderr.matches(note).count(), 1, "{}", run.stderr);
+    let run = scratch.a3g(&[&eval[..], &pong[..2], &["--env-config", "crop.json"]].concat());
+    assert!(run.status.success() && !run.stderr.contains(note), "{}", run.stderr);
+
+    let resumed = ["--load", "--max-steps", "40"];
+    let run = scratch.a3g(&[&train[..5], &pong[..], &resumed[..]].concat());
+    assert!(run.status.success(), "{}", run.stderr);
+    assert_eq!(run.stderr.matches(note).count(), 1, "{}", run.stderr);
+    assert_eq!(recorded(&sidecar)["crop"], serde_json::json!({"crop1": 10, "crop2": 10}));
+}
+
 /// 32 workers on the reference model stay far under the 2 GB the project targets:
 /// workers take turns on a few training threads, so only a few rollout graphs exist
 /// at once. (Before that design, 32 workers, one thread each, reached 3.7 GB within

@@ -1,6 +1,6 @@
 //! Checkpoints: the model as safetensors under the reference's parameter names, the
 //! optimizer statistics beside it, and a JSON sidecar with the env id, the model's
-//! dimensions, the arguments, the counters and the SHA-256 of the other two files.
+//! dimensions, the run's checked settings, the counters and the SHA-256 of the other two files.
 //!
 //! A checkpoint is three files, and a kill can land between any two renames, so the
 //! set is made atomic as a whole rather than file by file: every file is written to a
@@ -20,6 +20,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use tch::{Kind, Tensor};
 
+use crate::config::TrainedWith;
 use crate::error::{Error, Result};
 use crate::model::ModelSpec;
 use crate::shared_optim::OptimizerKind;
@@ -94,8 +95,10 @@ pub struct Sidecar {
     /// checksums, which are then taken as they are.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub checksums: Option<Checksums>,
-    /// The arguments of the run that wrote it.
-    pub args: serde_json::Value,
+    /// The checked settings of the run that wrote it; absent in checkpoints of a3g
+    /// 0.1, whose sidecars held the flags' text (`args`, no longer read).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trained_with: Option<TrainedWith>,
 }
 
 impl Sidecar {
@@ -568,7 +571,7 @@ fn lone_model_sidecar() -> Sidecar {
         counters: SavedCounters::default(),
         best_score: None,
         checksums: None,
-        args: serde_json::Value::Null,
+        trained_with: None,
     }
 }
 
@@ -638,19 +641,34 @@ fn safetensors_problem(error: &safetensors::SafeTensorError) -> String {
     }
 }
 
+/// The model `a3g eval` plays, as [`load_model`] found it.
+pub struct PlayedModel {
+    /// The model file.
+    pub path: PathBuf,
+    pub tensors: Vec<(String, Tensor)>,
+    /// What the run that trained it recorded, and the sidecar recording it; `None`
+    /// for a PyTorch file or a sidecar of a3g 0.1.
+    pub trained_with: Option<(TrainedWith, PathBuf)>,
+}
+
 /// Reads the model `a3g eval` plays: a3g's own checkpoint (verified as `--load`
 /// does, with the same fallback), else the first PyTorch file of `find_model`.
-pub fn load_model(dir: &Path, env: &str) -> Result<(PathBuf, Vec<(String, Tensor)>)> {
+pub fn load_model(dir: &Path, env: &str) -> Result<PlayedModel> {
     let current = CheckpointFiles::new(dir, env);
     let previous = CheckpointFiles::previous(dir, env);
     if current.sidecar.exists() || previous.sidecar.exists() {
         let checkpoint = load_for(dir, env, Purpose::Play)?;
         checkpoint.sidecar.check_env(&checkpoint.files.model, env)?;
-        return Ok((checkpoint.files.model, checkpoint.model));
+        let sidecar_path = checkpoint.files.sidecar;
+        return Ok(PlayedModel {
+            path: checkpoint.files.model,
+            tensors: checkpoint.model,
+            trained_with: checkpoint.sidecar.trained_with.map(|trained| (trained, sidecar_path)),
+        });
     }
     let path = find_model(dir, env)?;
     let tensors = read_model(&path)?;
-    Ok((path, tensors))
+    Ok(PlayedModel { path, tensors, trained_with: None })
 }
 
 /// Model file extensions, in the order they are looked for: a3g's safetensors,
@@ -864,8 +882,39 @@ mod tests {
             counters: SavedCounters { agent_steps: 7, env_frames: 28, updates: 1, test_games: 0 },
             best_score: Some(12.0),
             checksums: None,
-            args: serde_json::json!({"lr": 0.1}),
+            trained_with: Some(
+                serde_json::from_value(serde_json::json!({
+                    "trainer": {"a3c": {"rollout_lengths": [20]}},
+                    "workers": 2, "seed": 1, "max_episode_length": 500, "skip_rate": 4,
+                    "lr": 0.1, "shared_optimizer": true,
+                    "loss": {"gamma": 0.99, "tau": 1.0, "entropy_coef": 0.01, "value_coef": 0.5},
+                    "rewards": {"scale": 1.0, "clip": null},
+                }))
+                .expect("a sidecar's settings as a3g writes them"),
+            ),
         }
+    }
+
+    /// A sidecar as a3g 0.1 wrote it, with the flags' text in `args` and no recorded
+    /// settings, still reads; one a3g writes now carries no `args`.
+    #[test]
+    fn sidecars_with_the_flags_text_still_read() {
+        let dir = scratch("flags-text");
+        fs::create_dir_all(&dir.0).expect("scratch folder");
+        let path = dir.0.join("old.json");
+        let old = serde_json::json!({
+            "a3g_version": "0.1.0", "env": "CartPole-v1",
+            "model": serde_json::to_value(sidecar("CartPole-v1").model).expect("plain data"),
+            "optimizer": "RmsProp",
+            "counters": {"agent_steps": 7, "env_frames": 28, "updates": 1, "test_games": 0},
+            "args": {"lr": 0.1, "workers": 2},
+        });
+        fs::write(&path, old.to_string()).expect("written");
+        let read = Sidecar::read(&path).expect("an old sidecar reads");
+        assert_eq!(read.trained_with, None);
+        assert_eq!(read.counters.agent_steps, 7);
+        let now = serde_json::to_value(sidecar("CartPole-v1")).expect("plain data");
+        assert!(now.get("args").is_none() && now["trained_with"]["lr"] == 0.1, "{now}");
     }
 
     /// Saved tensors, statistics and sidecar load back equal, and no temporary file
@@ -1001,8 +1050,8 @@ mod tests {
         let current = CheckpointFiles::new(&dir, "CartPole-v1");
         let previous = CheckpointFiles::previous(&dir, "CartPole-v1");
         for (current, previous) in current.all().into_iter().zip(previous.all()) {
-            let _ = fs::remove_file(&previous);
-            fs::hard_link(&current, &previous).unwrap();
+            let _ = fs::remove_file(previous);
+            fs::hard_link(current, previous).unwrap();
         }
         let mut writer = CheckpointWriter::new(&dir, "CartPole-v1").unwrap();
         save_generation(&mut writer, 2.0, 0.5).unwrap();

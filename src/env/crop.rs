@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
 
@@ -17,7 +17,7 @@ const BUILT_IN: &str = include_str!("../../configs/atari_crop.json");
 
 /// Screen rows kept for one game: `crop1 .. crop2 + 160`, i.e. 160 rows when they are
 /// equal; columns 0..160 are always kept.
-#[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Deserialize, Serialize, PartialEq, Eq)]
 pub struct Crop {
     /// First row kept.
     pub crop1: usize,
@@ -25,8 +25,28 @@ pub struct Crop {
     pub crop2: usize,
 }
 
+impl Crop {
+    /// Why the entry `key` cannot crop a screen, if it cannot.
+    fn fault(&self, key: &str) -> Option<String> {
+        // The kept rows are crop1..min(crop2 + 160, 210) of the 210-row screen; bounding
+        // crop2 first keeps that sum from wrapping around.
+        if self.crop2 > SCREEN_ROWS {
+            return Some(format!(
+                "entry {key:?} has crop2 {}, beyond the screen's {SCREEN_ROWS} rows",
+                self.crop2
+            ));
+        }
+        (self.crop1 >= (self.crop2 + 160).min(SCREEN_ROWS)).then(|| {
+            format!(
+                "entry {key:?} keeps no rows (crop1 {} is not below min(crop2 + 160, {SCREEN_ROWS}))",
+                self.crop1
+            )
+        })
+    }
+}
+
 /// A parsed crop file.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct CropTable {
     entries: BTreeMap<String, Crop>,
 }
@@ -60,23 +80,19 @@ impl CropTable {
         if !entries.contains_key("Default") {
             return Err(bad("it has no \"Default\" entry".into()));
         }
-        // The kept rows are crop1..min(crop2 + 160, 210) of the 210-row screen; bounding
-        // crop2 first keeps that sum from wrapping around.
-        if let Some((key, crop)) = entries.iter().find(|(_, crop)| crop.crop2 > SCREEN_ROWS) {
-            return Err(bad(format!(
-                "entry {key:?} has crop2 {}, beyond the screen's {SCREEN_ROWS} rows",
-                crop.crop2
-            )));
-        }
-        if let Some((key, crop)) =
-            entries.iter().find(|(_, crop)| crop.crop1 >= (crop.crop2 + 160).min(SCREEN_ROWS))
-        {
-            return Err(bad(format!(
-                "entry {key:?} keeps no rows (crop1 {} is not below min(crop2 + 160, {SCREEN_ROWS}))",
-                crop.crop1
-            )));
+        if let Some(reason) = entries.iter().find_map(|(key, crop)| crop.fault(key)) {
+            return Err(bad(reason));
         }
         Ok(CropTable { entries })
+    }
+
+    /// A table giving every game `crop`: the rows a checkpoint recorded for its game.
+    /// `source` names where the crop was read, for the error when it keeps no rows.
+    pub fn only(crop: Crop, source: &Path) -> Result<Self> {
+        if let Some(reason) = crop.fault("Default") {
+            return Err(Error::CropFile { path: source.to_path_buf(), reason });
+        }
+        Ok(CropTable { entries: BTreeMap::from([("Default".to_string(), crop)]) })
     }
 
     /// The crop of the game whose Gym name is `game`: the first entry (in key order)

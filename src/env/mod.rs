@@ -9,7 +9,7 @@ pub mod draw;
 pub mod rng;
 pub mod wrappers;
 
-pub use crop::CropTable;
+pub use crop::{Crop, CropTable};
 
 use crate::error::{Error, Result};
 
