@@ -9,6 +9,7 @@
 #   against_reference.py (--warm-up S, --env ID, --only reference|a3g).
 #   --reference: a clone or mirror of dgriff777/rl_a3c_pytorch (bare or not) to take
 #   the reference from instead of cloning it from GitHub.
+#   A3G_BINARY=PATH measures that a3g binary (another build) instead of this tree's.
 #
 # Needs the network once: it installs gymnasium, ale-py, opencv-python-headless and
 # setproctitle into .deps/reference-python and puts the reference's code into
@@ -30,6 +31,10 @@ python_a3c_install_packages
 python_a3c_checkout rl_a3c_pytorch "$source_repo" "$rl_a3c_pytorch_commit" "${rl_a3c_pytorch_files[@]}"
 reference="$A3G_DEPS/rl_a3c_pytorch"
 
-cargo build --release --locked --quiet
-python3 benches/against_reference.py --reference "$reference" --a3g target/release/a3g \
+a3g=${A3G_BINARY:-}
+if [[ -z $a3g ]]; then
+    cargo build --release --locked --quiet
+    a3g=target/release/a3g
+fi
+python3 benches/against_reference.py --reference "$reference" --a3g "$a3g" \
     --python-path "$python_a3c_deps:$A3G_DEPS/torch" "$@"

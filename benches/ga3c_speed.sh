@@ -8,6 +8,7 @@
 # lag (updates) and dropped segments. docs/benchmarks.md has the results.
 #
 # Usage: benches/ga3c_speed.sh [SECONDS [ROUNDS]]   (defaults 90 s, 1 round)
+#   A3G_BINARY=PATH measures that a3g binary (another build) instead of this tree's.
 set -euo pipefail
 root="$(cd "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/.." && pwd)"
 seconds=${1:-90}
@@ -15,7 +16,8 @@ rounds=${2:-1}
 warm_up=${WARM_UP:-30}
 scratch=$(mktemp -d)
 trap 'rm -rf "$scratch"' EXIT
-"$root/a3g" --version >/dev/null
+a3g=${A3G_BINARY:-$root/a3g}
+"$a3g" --version >/dev/null
 
 # name | flags
 # --max-policy-lag 1000: no segment is dropped, so every agent step counted is one
@@ -40,7 +42,7 @@ for round in $(seq 1 "$rounds"); do
         read -r -a flags <<<"${config#*|}"
         run="$scratch/run"
         rm -rf "$run" && mkdir -p "$run"
-        (cd "$run" && "$root/a3g" train --env PongDeterministic-v4 --max-time "${seconds}s" \
+        (cd "$run" && "$a3g" train --env PongDeterministic-v4 --max-time "${seconds}s" \
             --status-interval 5 "${flags[@]}" >out.log 2>err.log) ||
             { echo "$name: failed: $(tail -1 "$run/err.log")"; continue; }
         rate=$(sed -n 's/^\[\([0-9]*\)h \([0-9]*\)m \([0-9]*\)s\].*, \([0-9]*\) steps\/s.*/\1 \2 \3 \4/p' "$run/out.log" |
