@@ -8,10 +8,16 @@
 //! - torch-sys asks for libtorch_cuda, but nothing in a3g calls into it (CUDA kernels
 //!   register themselves when it loads), so the linker's --as-needed drops it and
 //!   every CUDA device looks absent. It is kept as a NEEDED library here.
+//! - Training across machines goes through c10d (src/distributed/c10d_shim.cpp), whose
+//!   ProcessGroupGloo.hpp includes gloo's own headers, which the torch wheel lacks.
+//!   When set-up found them (Debian's libgloo-dev, unpacked into .deps/gloo), the shim
+//!   is compiled against libtorch's headers and `cfg(a3g_c10d)` is set; without them
+//!   a3g builds for one machine.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 fn main() {
+    println!("cargo:rustc-check-cfg=cfg(a3g_c10d)");
     println!("cargo:rustc-link-lib=stdc++");
     // torch-sys declares `links = "tch"` and exports the folder it linked against.
     println!("cargo:rerun-if-env-changed=DEP_TCH_LIBTORCH_LIB");
@@ -27,5 +33,46 @@ fn main() {
         if Path::new(&libtorch_lib).join("libtorch_cuda.so").exists() {
             println!("cargo:rustc-link-arg=-Wl,--no-as-needed,-ltorch_cuda,--as-needed");
         }
+        if let Some(gloo_include) = gloo_include() {
+            compile_c10d_shim(Path::new(&libtorch_lib), &gloo_include);
+        }
     }
+}
+
+/// Gloo's headers: `A3G_GLOO_INCLUDE`, which set-up exports, else where set-up puts
+/// them, so that a plain `cargo build` in a set-up checkout finds them too.
+fn gloo_include() -> Option<PathBuf> {
+    println!("cargo:rerun-if-env-changed=A3G_GLOO_INCLUDE");
+    let unpacked = Path::new(env!("CARGO_MANIFEST_DIR")).join(".deps/gloo/root/usr/include");
+    println!("cargo:rerun-if-changed={}", unpacked.display());
+    std::env::var_os("A3G_GLOO_INCLUDE")
+        .map(PathBuf::from)
+        .or(Some(unpacked))
+        .filter(|dir| dir.join("gloo/config.h").exists())
+}
+
+fn compile_c10d_shim(libtorch_lib: &Path, gloo_include: &Path) {
+    let shim = "src/distributed/c10d_shim.cpp";
+    println!("cargo:rerun-if-changed={shim}");
+    let include = libtorch_lib.join("../include");
+    if !include.join("torch/csrc/distributed/c10d/ProcessGroupGloo.hpp").exists() {
+        return;
+    }
+    cc::Build::new()
+        .cpp(true)
+        .file(shim)
+        .include(&include)
+        .include(include.join("torch/csrc/api/include"))
+        .include(gloo_include)
+        .std("c++17")
+        // The wheel's libtorch is built with the C++11 ABI, and with Gloo, whose
+        // declarations its headers only show under these macros.
+        .define("_GLIBCXX_USE_CXX11_ABI", "1")
+        .define("USE_DISTRIBUTED", None)
+        .define("USE_C10D_GLOO", None)
+        // libtorch's headers warn under the compiler's defaults; the shim is small
+        // enough to read whole.
+        .warnings(false)
+        .compile("a3g_c10d_shim");
+    println!("cargo:rustc-cfg=a3g_c10d");
 }

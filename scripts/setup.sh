@@ -5,6 +5,8 @@
 #   - libtorch 2.11.0, from the PyPI wheel torch==2.11.0 (with its CUDA libraries),
 #     unless LIBTORCH or LIBTORCH_USE_PYTORCH already points at one;
 #   - cmake, from PyPI's `cmake` package, only when the system has none;
+#   - gloo's headers, from Debian's libgloo-dev, for training across machines
+#     (docs/distributed.md); without them a3g builds for one machine;
 #   - for scripts/test only, Python's tensorboard package.
 # Every step is skipped once done, so a warm call costs a few file tests.
 
@@ -78,6 +80,34 @@ a3g_ensure_tensorboard_reader() {
     fi
 }
 
+# Gloo's headers, which c10d's ProcessGroupGloo.hpp includes and the torch wheel does
+# not ship: Debian's package libgloo-dev, downloaded and unpacked into .deps/gloo
+# (apt-get download and dpkg-deb need no root). Where apt cannot fetch it, a3g builds
+# without multi-machine training, says so once, and does not try again until
+# .deps/gloo.unavailable is removed.
+a3g_ensure_gloo_headers() {
+    local dir="$A3G_DEPS/gloo"
+    if [[ ! -e $dir/.a3g-gloo && ! -e $dir.unavailable ]]; then
+        a3g_say "fetching gloo's headers for training across machines: Debian's libgloo-dev, into $dir"
+        rm -rf "$dir.partial"
+        mkdir -p "$dir.partial"
+        if command -v apt-get >/dev/null && command -v dpkg-deb >/dev/null &&
+            (cd "$dir.partial" && apt-get download libgloo-dev >/dev/null 2>&1) &&
+            dpkg-deb -x "$dir.partial"/libgloo-dev_*.deb "$dir.partial/root"; then
+            touch "$dir.partial/.a3g-gloo"
+            rm -rf "$dir"
+            mv "$dir.partial" "$dir"
+        else
+            rm -rf "$dir.partial"
+            touch "$dir.unavailable"
+            a3g_say "note: apt could not fetch libgloo-dev; a3g builds for one machine (remove $dir.unavailable to try again)"
+            return
+        fi
+    fi
+    [[ -e $dir/.a3g-gloo ]] && export A3G_GLOO_INCLUDE="$dir/root/usr/include"
+    return 0
+}
+
 a3g_ensure_toolchain() {
     command -v cargo >/dev/null ||
         a3g_fail "cargo is missing; install Rust from https://rustup.rs, then run again"
@@ -89,4 +119,5 @@ a3g_setup() {
     a3g_ensure_toolchain
     a3g_ensure_libtorch
     a3g_ensure_cmake
+    a3g_ensure_gloo_headers
 }

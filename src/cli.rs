@@ -169,6 +169,17 @@ fn default_confirm_games() -> u32 {
     DEFAULT_CONFIRM_GAMES
 }
 
+/// --sync-interval's default, in seconds.
+pub const DEFAULT_SYNC_INTERVAL: f64 = 1.0;
+
+fn default_sync_interval() -> f64 {
+    DEFAULT_SYNC_INTERVAL
+}
+
+fn default_sync_timeout() -> f64 {
+    60.0
+}
+
 /// Flags of `a3g train`.
 #[derive(Clone, Debug, Args, Serialize, Deserialize)]
 pub struct TrainArgs {
@@ -326,6 +337,18 @@ pub struct TrainArgs {
     #[arg(long, help_heading = "Monitoring")]
     #[serde(default)]
     pub profile_phases: bool,
+
+    /// Across machines (a launcher's RANK and WORLD_SIZE, or Slurm's or Open MPI's
+    /// variables; docs/distributed.md): seconds between the ranks' syncs, each of
+    /// which averages the model over them and sums their counters.
+    #[arg(long, default_value_t = DEFAULT_SYNC_INTERVAL, value_parser = parse_status_interval, allow_negative_numbers = true, help_heading = "Across machines")]
+    #[serde(default = "default_sync_interval")]
+    pub sync_interval: f64,
+    /// Seconds a rank waits for the others, at the start and at each sync, before it
+    /// stops the run naming the rank that did not come.
+    #[arg(long, default_value_t = 60.0, value_parser = parse_status_interval, allow_negative_numbers = true, help_heading = "Across machines")]
+    #[serde(default = "default_sync_timeout")]
+    pub sync_timeout: f64,
     #[command(flatten)]
     pub ga3c: Ga3cArgs,
 }

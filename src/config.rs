@@ -15,6 +15,7 @@ use crate::checkpoint::{self, Checkpoint, FolderLock, Sidecar};
 use crate::cli::{EnvArgs, EvalArgs, Ga3cArgs, ModelName, OptimizerName, TrainArgs, TrainerName};
 use crate::console;
 use crate::device;
+use crate::distributed::Launch;
 use crate::env::{self, atari::AtariId, Crop, CropTable, Env, EnvOptions, Screen};
 use crate::error::{Error, Result};
 use crate::model::{parameter_shapes, Body, ModelSpec};
@@ -267,6 +268,23 @@ pub struct RunConfig {
     pub status_interval: Duration,
 }
 
+/// A run across machines, as a launcher started it: this rank's place, and how the
+/// ranks sync.
+#[derive(Clone, Debug)]
+pub struct DistributedConfig {
+    pub launch: Launch,
+    pub sync_interval: Duration,
+    pub sync_timeout: Duration,
+}
+
+impl DistributedConfig {
+    /// Whether this rank writes the run's files and runs its test agent: rank 0 does,
+    /// for all of them.
+    pub fn leads(&self) -> bool {
+        self.launch.rank == 0
+    }
+}
+
 /// A training run's settings, checked.
 pub struct TrainConfig {
     pub env: EnvConfig,
@@ -295,6 +313,8 @@ pub struct TrainConfig {
     pub resume: Option<Checkpoint>,
     /// What to tell the user once the run is known to start (stderr notes).
     pub notes: Vec<String>,
+    /// Set when a launcher started this process as one rank of several.
+    pub distributed: Option<DistributedConfig>,
     /// The flags as given, for the game log's header and the sidecar: a record of
     /// the run, which nothing reads back to decide anything.
     pub arguments: serde_json::Value,
@@ -314,6 +334,10 @@ impl TrainConfig {
             ));
         }
         let devices = device::select_list(&args.gpu_ids)?;
+        // A world of one rank is a run on one machine, without the engine.
+        let launch = Launch::from_env(|name| std::env::var(name).ok())?
+            .filter(|launch| launch.world_size > 1);
+        let leads = launch.as_ref().is_none_or(|launch| launch.rank == 0);
         let flag_screen = args.model.unwrap_or(ModelName::A3cLstm).screen();
         let mut env = EnvConfig::new(&args.environment, args.seed, flag_screen)?;
         let flag_crops = env.options.crops.clone();
@@ -322,7 +346,9 @@ impl TrainConfig {
         // network, and so GA3C's default agent count and the screen, are known.
         let provisional_rank = args.workers.unwrap_or(cores);
         let mut test_env = env.make(provisional_rank)?;
-        let resume = if args.load {
+        // Rank 0 reads the checkpoint and gives its weights to the other ranks, which
+        // may not see its disk.
+        let resume = if args.load && leads {
             let checkpoint = checkpoint::load(&args.load_model_dir, &env.id)?;
             checkpoint.sidecar.check_env(&checkpoint.files.sidecar, &env.id)?;
             checkpoint.sidecar.check_resumable(&checkpoint.files.sidecar)?;
@@ -362,7 +388,13 @@ impl TrainConfig {
             TrainerName::A3c => cores,
             TrainerName::Ga3c => cores.saturating_mul(ga3c_agents_per_core(&spec.body)),
         });
-        if workers != provisional_rank || remake {
+        if let Some(launch) = &launch {
+            // Every rank's environments get seeds of their own, whatever each rank's
+            // --workers: rank r's worker w plays seed + r * 2^20 + w.
+            let offset = (launch.rank as u64) << 20;
+            env.base_seed = args.seed.wrapping_add(offset);
+        }
+        if workers != provisional_rank || remake || launch.is_some() {
             test_env = env.make(workers)?;
         }
         let trainer = match args.trainer {
@@ -396,7 +428,7 @@ impl TrainConfig {
         }
         let resuming_here = args.load && same_folder(&args.load_model_dir, &args.save_model_dir);
         let run = RunConfig {
-            resumed: args.load,
+            resumed: args.load && leads,
             save_model_dir: args.save_model_dir.clone(),
             save_max: args.save_max,
             save_interval: Duration::from_secs_f64(args.save_interval),
@@ -412,7 +444,7 @@ impl TrainConfig {
             workers,
             devices,
             cores,
-            seed: args.seed,
+            seed: args.seed.wrapping_add(launch.as_ref().map_or(0, |launch| launch.rank as u64)),
             spec,
             observation_shape: test_env.observation_shape().to_vec(),
             optimizer: match args.optimizer {
@@ -434,6 +466,11 @@ impl TrainConfig {
             profile_phases: args.profile_phases,
             resume,
             notes,
+            distributed: launch.map(|launch| DistributedConfig {
+                launch,
+                sync_interval: Duration::from_secs_f64(args.sync_interval),
+                sync_timeout: Duration::from_secs_f64(args.sync_timeout),
+            }),
             // Plain data (paths are written lossily), so this cannot fail in practice.
             arguments: serde_json::to_value(args).unwrap_or_default(),
             may_replace: args.overwrite || resuming_here,
@@ -458,12 +495,40 @@ impl TrainConfig {
         }
     }
 
+    /// What every rank of a run across machines must share with rank 0: a3g's
+    /// version, the environment, the model and every training setting but the seed
+    /// and the number of workers, which follows each machine's cores.
+    pub fn shared_settings(&self) -> serde_json::Value {
+        let mut settings = serde_json::json!({
+            "a3g version": env!("CARGO_PKG_VERSION"),
+            "env": self.env.id,
+            "model": self.spec,
+            "optimizer": self.optimizer,
+        });
+        if let (Some(settings), Ok(serde_json::Value::Object(trained))) =
+            (settings.as_object_mut(), serde_json::to_value(self.trained_with()))
+        {
+            settings
+                .extend(trained.into_iter().filter(|(key, _)| key != "seed" && key != "workers"));
+        }
+        settings
+    }
+
+    /// Whether this process writes the run's files and runs its test agent: a run on
+    /// one machine, or rank 0 of several.
+    pub fn leads(&self) -> bool {
+        self.distributed.as_ref().is_none_or(DistributedConfig::leads)
+    }
+
     /// Claims the save folder: checks that the run fits in memory as `plan` lays it
     /// out, locks the folder, refuses to replace a model the run did not start from,
     /// and removes what an interrupted run left. The lock is held as long as the
-    /// returned value lives.
-    pub fn claim_save_dir(&self, plan: MemoryPlan) -> Result<FolderLock> {
+    /// returned value lives. A rank other than 0 writes nothing and claims nothing.
+    pub fn claim_save_dir(&self, plan: MemoryPlan) -> Result<Option<FolderLock>> {
         check_memory(&self.spec, plan, self.workers)?;
+        if !self.leads() {
+            return Ok(None);
+        }
         let dir = &self.run.save_model_dir;
         // The folder is held before anything in it is read or written.
         let lock = checkpoint::lock_folder(dir, &self.env.id)?;
@@ -477,7 +542,7 @@ impl TrainConfig {
                 dir.display()
             ));
         }
-        Ok(lock)
+        Ok(Some(lock))
     }
 }
 

@@ -267,8 +267,8 @@ fn libtorch_version(lib_dir: &Path) -> Option<String> {
         .filter(|version| !version.is_empty())
 }
 
-/// Runs `a3g devices`: libtorch's version and folder, CUDA's state, and the devices a
-/// model can be put on.
+/// Runs `a3g devices`: libtorch's version and folder, CUDA's state, the devices a
+/// model can be put on, and whether training across machines is built in.
 pub fn run() -> crate::Result<()> {
     let report = CudaReport::probe();
     let version = report.libtorch_version.as_deref().unwrap_or("of unknown version");
@@ -281,6 +281,12 @@ pub fn run() -> crate::Result<()> {
     let mut devices = vec!["cpu (--gpu-ids -1)".to_string()];
     devices.extend((0..report.devices).map(|index| format!("cuda:{index} (--gpu-ids {index})")));
     crate::console::say(&format!("devices: {}", devices.join(", ")));
+    crate::console::say(if crate::distributed::c10d::BUILT_IN {
+        "training across machines: built in (c10d with Gloo; docs/distributed.md)"
+    } else {
+        "training across machines: not built in (set-up found no gloo headers, Debian's libgloo-dev; \
+         docs/distributed.md)"
+    });
     Ok(())
 }
 

@@ -153,6 +153,17 @@ pub enum Error {
     /// libtorch reported an error; its first line is kept (the rest is a C++ trace).
     #[error("libtorch failed: {}", .0.to_string().lines().next().unwrap_or_default())]
     Torch(tch::TchError),
+    /// The ranks of a run across machines could not meet or exchange a tensor.
+    #[error("rank {rank} of {world_size}: could not {action} ({reason}); {advice}")]
+    Peers {
+        rank: usize,
+        world_size: usize,
+        /// What the rank was doing ("join the other ranks", "average the model").
+        action: &'static str,
+        /// c10d's reason, its first line.
+        reason: String,
+        advice: &'static str,
+    },
 }
 
 /// The operating system's reason without Rust's "(os error N)" suffix.

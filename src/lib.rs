@@ -28,13 +28,18 @@
 //!   [`trainer::chosen`], the one table (and its flags and settings' fields in cli.rs
 //!   and config.rs).
 //!   [`test_agent`]: the test agent's thread, which every trainer runs.
-//! - [`checkpoint`]: the checkpoint set (atomic save, sidecar, one open for
-//!   `train --load` and eval, the previous-set fallback), and beside it
-//!   [`checkpoint::torch_file`], reading PyTorch's `torch.save` state dicts.
+//! - [`checkpoint`]: the checkpoint set (the sidecar with the run's checked settings,
+//!   one open for `train --load` and eval, the previous-set fallback; its atomic
+//!   writer and folder lock in `checkpoint/save.rs`), and beside it
+//!   [`checkpoint::torch_file`], reading PyTorch's `torch.save` state dicts (zip and
+//!   legacy layouts; the unpickler in `torch_file/pickle.rs`).
 //! - [`eval`]: `a3g eval`, the evaluation over many games; [`gif`]: its recordings;
 //!   [`game_log`]: the per-game logs of train and eval, every kind of line written
 //!   and read there only; [`device`]: `--gpu-id`, `--gpu-ids` and `a3g devices`;
 //!   [`console`]: stdout for a command's output, stderr for the rest, neither fatal.
+//! - [`distributed`]: training across machines: a launcher's variables, c10d's process
+//!   group through a C++ shim (built when set-up found gloo's headers), and each rank's
+//!   sync thread, which the supervisor runs beside the trainer's threads.
 //! - [`plot`]: `a3g plot`, learning curves from game logs drawn into a PNG.
 //!
 //! # Terminology
@@ -49,6 +54,7 @@ pub mod cli;
 pub mod config;
 pub mod console;
 pub mod device;
+pub mod distributed;
 pub mod env;
 pub mod envs;
 pub mod error;

@@ -4,7 +4,7 @@
 //! budgets (--max-steps, --max-time) and the final checkpoint.
 
 use std::collections::VecDeque;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -14,6 +14,7 @@ use tch::Tensor;
 use crate::checkpoint::{self, CheckpointWriter, SavedCounters, Sidecar};
 use crate::config::TrainConfig;
 use crate::console;
+use crate::distributed::rank::PeerCounters;
 use crate::error::{Error, Result};
 use crate::game_log::{self, GameLog, MEAN_WINDOW};
 use crate::shared::SharedModel;
@@ -54,11 +55,15 @@ pub struct Monitor<'a> {
     names: Vec<String>,
     /// The handle whose optimizer statistics are saved.
     shared: SharedModel,
-    checkpoints: CheckpointWriter,
+    /// The checkpoint writer, the game log and TensorBoard are rank 0's alone in a
+    /// run across machines.
+    checkpoints: Option<CheckpointWriter>,
     /// The game log, until a write to it fails.
     log: Option<GameLog>,
     board: Option<Board>,
     pub counters: Arc<TrainingCounters>,
+    /// What the other ranks of a run across machines counted, as of the last sync.
+    pub peers: Option<Arc<PeerCounters>>,
     pub stop: Stop,
     pub started: Instant,
     /// The counters as of the previous status line.
@@ -98,17 +103,22 @@ impl<'a> Monitor<'a> {
     ) -> Result<Self> {
         let run = &config.run;
         let env_id = &config.env.id;
-        let checkpoints = CheckpointWriter::new(&run.save_model_dir, env_id)?;
+        let leads = config.leads();
+        let checkpoints =
+            leads.then(|| CheckpointWriter::new(&run.save_model_dir, env_id)).transpose()?;
         let separator = if run.resumed {
             game_log::resumed_separator(resumed.agent_steps)
         } else {
             game_log::NEW_RUN.to_string()
         };
-        let log = Some(GameLog::append(&run.log_path, &config.arguments, &separator)?);
-        let board = match &run.tensorboard_dir {
-            Some(dir) => Some(Board::create(dir, env_id)?),
-            None => None,
+        let log = leads
+            .then(|| GameLog::append(&run.log_path, &config.arguments, &separator))
+            .transpose()?;
+        let board = match (&run.tensorboard_dir, leads) {
+            (Some(dir), true) => Some(Board::create(dir, env_id)?),
+            _ => None,
         };
+        let peers = config.distributed.as_ref().map(|_| Arc::new(PeerCounters::default()));
         stop::catch_signals(format!(
             "{} keeps the last complete checkpoint",
             run.save_model_dir.display()
@@ -126,6 +136,7 @@ impl<'a> Monitor<'a> {
             log,
             board,
             counters,
+            peers,
             stop: Stop::default(),
             started,
             test_games: resumed.test_games,
@@ -169,7 +180,7 @@ impl<'a> Monitor<'a> {
             }
             if self.status.due(run.status_interval) {
                 let seconds = self.status.seconds_since_last();
-                let sample = self.status.sample(&self.counters);
+                let sample = self.status.sample(&self.counters, self.peers.as_deref());
                 self.write_line(&join_status(sample.line(), trainer.status(seconds)));
                 if let Some(board) = self.board.as_mut() {
                     board.training(
@@ -196,7 +207,8 @@ impl<'a> Monitor<'a> {
         // The run's last status line, over the time since the previous one; in the log
         // as well, so that a curve against agent steps reaches the run's end.
         let seconds = self.status.seconds_since_last();
-        let line = join_status(self.status.sample(&self.counters).line(), trainer.status(seconds));
+        let sample = self.status.sample(&self.counters, self.peers.as_deref());
+        let line = join_status(sample.line(), trainer.status(seconds));
         self.write_line(&line);
     }
 
@@ -323,16 +335,18 @@ impl<'a> Monitor<'a> {
     }
 
     fn save(&mut self, test_games: u64, best: f64, model: &[(String, Tensor)]) -> Result<()> {
+        let Some(checkpoints) = self.checkpoints.as_mut() else { return Ok(()) };
         let counters = &self.counters;
+        let peers = self.peers.as_deref();
         let sidecar = Sidecar {
             a3g_version: env!("CARGO_PKG_VERSION").to_string(),
             env: self.config.env.id.clone(),
             model: self.config.spec.clone(),
             optimizer: self.config.optimizer,
             counters: SavedCounters {
-                agent_steps: counters.agent_steps.load(Ordering::Relaxed),
-                env_frames: counters.env_frames.load(Ordering::Relaxed),
-                updates: counters.updates.load(Ordering::Relaxed),
+                agent_steps: world(&counters.agent_steps, peers.map(|peers| &peers.agent_steps)),
+                env_frames: world(&counters.env_frames, peers.map(|peers| &peers.env_frames)),
+                updates: world(&counters.updates, peers.map(|peers| &peers.updates)),
                 test_games,
             },
             best_score: best.is_finite().then_some(best),
@@ -342,7 +356,7 @@ impl<'a> Monitor<'a> {
         let statistics = self.shared.statistics(&self.names);
         let statistics: Vec<(String, &Tensor)> =
             statistics.iter().map(|(name, tensor)| (name.clone(), tensor)).collect();
-        self.checkpoints.save(&sidecar, model, &statistics)
+        checkpoints.save(&sidecar, model, &statistics)
     }
 
     /// Ends the run once every thread has stopped: reports a failure, or writes the
@@ -356,6 +370,23 @@ impl<'a> Monitor<'a> {
             return Err(Error::Training(message));
         }
         let run = &self.config.run;
+        let steps = world(
+            &self.counters.agent_steps,
+            self.peers.as_deref().map(|peers| &peers.agent_steps),
+        );
+        let reason = match self.stop.reason() {
+            Some(StopReason::StepBudget) => "reached --max-steps",
+            Some(StopReason::TimeBudget) => "reached --max-time",
+            Some(StopReason::TargetScore) => "reached --stop-at-mean",
+            Some(StopReason::Signal) => "interrupted",
+            _ => "stopped",
+        };
+        if !self.config.leads() {
+            console::say(&format!(
+                "{reason} after {steps} agent steps over all ranks; rank 0 saved the model"
+            ));
+            return Ok(());
+        }
         // With --save-max the best game's weights are kept: this run's, waiting or
         // written, or else the resumed ones, which scored the best recorded. Otherwise
         // weights confirmed for --stop-at-mean, or else the latest for --load to resume.
@@ -381,20 +412,12 @@ impl<'a> Monitor<'a> {
                 self.save(self.test_games, self.best, &latest)?;
             }
         }
-        let reason = match self.stop.reason() {
-            Some(StopReason::StepBudget) => "reached --max-steps",
-            Some(StopReason::TimeBudget) => "reached --max-time",
-            Some(StopReason::TargetScore) => "reached --stop-at-mean",
-            Some(StopReason::Signal) => "interrupted",
-            _ => "stopped",
-        };
         if let Some(board) = self.board.as_mut() {
             board.flush();
             console::say(&format!("TensorBoard event files are in {}", board.dir().display()));
         }
         let model_file =
             checkpoint::CheckpointFiles::new(&run.save_model_dir, &self.config.env.id).model;
-        let steps = self.counters.agent_steps.load(Ordering::Relaxed);
         if let Some(Kept::Best(_) | Kept::AlreadySaved) = kept {
             console::say(&format!(
                 "{reason} after {steps} agent steps: {} holds the best test game's weights (score {})",
@@ -510,11 +533,13 @@ impl StatusClock {
         self.last.elapsed().as_secs_f64().max(1e-9)
     }
 
-    /// Reads the counters for a status line and starts the next interval.
-    fn sample(&mut self, counters: &TrainingCounters) -> Status {
+    /// Reads the counters for a status line and starts the next interval. Agent
+    /// steps and frames are the world's in a run across machines (this rank's, and
+    /// the others' as of the last sync); updates, losses and phases are this rank's.
+    fn sample(&mut self, counters: &TrainingCounters, peers: Option<&PeerCounters>) -> Status {
         let seconds = self.seconds_since_last();
-        let steps = counters.agent_steps.load(Ordering::Relaxed);
-        let frames = counters.env_frames.load(Ordering::Relaxed);
+        let steps = world(&counters.agent_steps, peers.map(|peers| &peers.agent_steps));
+        let frames = world(&counters.env_frames, peers.map(|peers| &peers.env_frames));
         let updates = counters.updates.load(Ordering::Relaxed);
         let attempted = attempts(counters);
         let losses = loss_sums(counters);
@@ -550,6 +575,11 @@ impl StatusClock {
 }
 
 /// Updates attempted so far, kept or skipped: what the phase times are summed over.
+/// A count of this rank's, with the other ranks' when there are any.
+fn world(own: &AtomicU64, peers: Option<&AtomicU64>) -> u64 {
+    own.load(Ordering::Relaxed) + peers.map_or(0, |peers| peers.load(Ordering::Relaxed))
+}
+
 fn attempts(counters: &TrainingCounters) -> u64 {
     counters.updates.load(Ordering::Relaxed) + counters.skipped_updates.load(Ordering::Relaxed)
 }

@@ -113,6 +113,54 @@ impl SharedModel {
         self.optimizer.step(&self.parameters, gradients);
     }
 
+    /// How many values the weights hold, all tensors together.
+    pub fn numel(&self) -> usize {
+        self.parameters.iter().map(Tensor::numel).sum()
+    }
+
+    /// Copies the weights, flattened in parameter order, into `flat`, taken as
+    /// [`SharedModel::pull`] takes them.
+    pub fn read_flat(&self, flat: &mut [f32]) {
+        let _alone = self.access.write().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut offset = 0;
+        for tensor in &self.parameters {
+            let count = tensor.numel();
+            tensor.contiguous().view(-1).copy_data(&mut flat[offset..offset + count], count);
+            offset += count;
+        }
+    }
+
+    /// Replaces the weights with `flat` (parameter order), with no step under way:
+    /// how a rank takes rank 0's model.
+    pub fn write_flat(&self, flat: &[f32]) {
+        let _alone = self.access.write().unwrap_or_else(|poisoned| poisoned.into_inner());
+        self.update_flat(flat, |target, values| target.copy_(values));
+    }
+
+    /// Adds `flat` (parameter order) to the weights beside any thread's optimizer
+    /// step, as a step does: a sync's correction, which must not undo the Hogwild
+    /// updates landing while it is applied.
+    pub fn add_flat(&self, flat: &[f32]) {
+        let _beside_other_steps =
+            self.access.read().unwrap_or_else(|poisoned| poisoned.into_inner());
+        self.update_flat(flat, |target, values| {
+            let _ = target.f_add_(values);
+        });
+    }
+
+    fn update_flat(&self, flat: &[f32], mut apply: impl FnMut(&mut Tensor, &Tensor)) {
+        tch::no_grad(|| {
+            let mut offset = 0;
+            for tensor in &self.parameters {
+                let count = tensor.numel();
+                let values = Tensor::from_slice(&flat[offset..offset + count])
+                    .view(tensor.size().as_slice());
+                apply(&mut tensor.shallow_clone(), &values);
+                offset += count;
+            }
+        });
+    }
+
     /// Loads a checkpoint read for `--load` into the weights and this handle's
     /// optimizer; returns the counters to continue from and the best test score.
     pub fn resume(

@@ -1,7 +1,8 @@
 //! Every long-lived thread of a run is started here: named, its error or panic kept
 //! as a typed [`Error`] naming it (the first one wins, and it stops the run), and
-//! joined here at the end. Workers, agents, predictors, trainers and the test agent
-//! run under it; the monitor runs on the main thread, which waits for them.
+//! joined here at the end. Workers, agents, predictors, trainers, the test agent and,
+//! in a run across machines, the sync thread run under it; the monitor runs on the
+//! main thread, which waits for them.
 
 use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;

@@ -9,6 +9,8 @@ use crate::checkpoint::SavedCounters;
 use crate::cli::TrainArgs;
 use crate::config::TrainConfig;
 use crate::console;
+use crate::distributed::c10d::Group;
+use crate::distributed::rank::{self, RankSync};
 use crate::error::Result;
 use crate::model::ActorCritic;
 use crate::monitor::Monitor;
@@ -26,6 +28,16 @@ pub fn run(args: &TrainArgs) -> Result<()> {
     for note in &config.notes {
         console::warn(note);
     }
+    // Before any model is built: a rank that cannot meet the others, or trains
+    // something else, ends here on one line.
+    let group = match &config.distributed {
+        Some(distributed) => {
+            let mut group = Group::join(&distributed.launch, distributed.sync_timeout)?;
+            rank::agree_on_settings(&mut group, &config.shared_settings())?;
+            Some(group)
+        }
+        None => None,
+    };
 
     tch::set_num_threads(1);
     tch::manual_seed(config.seed as i64);
@@ -43,8 +55,32 @@ pub fn run(args: &TrainArgs) -> Result<()> {
     let mut monitor = Monitor::open(&config, names, shared.handle(), resumed, resumed_best)?;
     let supervisor = Supervisor::new(monitor.stop.clone());
 
+    let sync_thread = match (group, &config.distributed, &monitor.peers) {
+        (Some(group), Some(distributed), Some(peers)) => {
+            // Every rank starts from rank 0's weights before any of its threads trains.
+            let sync = RankSync::start(
+                group,
+                shared.handle(),
+                monitor.counters.clone(),
+                peers.clone(),
+                distributed.sync_interval,
+                config.run.step_budget,
+            )?;
+            let stop = monitor.stop.clone();
+            Some(supervisor.spawn("sync", move || sync.run(&stop))?)
+        }
+        _ => None,
+    };
     let mut trainer = chosen.start(&config, &shared, &monitor.counters, &supervisor)?;
     let (games_tx, games) = channel::unbounded::<EpisodeStats>();
+    if !config.leads() {
+        // Rank 0 alone plays test games; the channel stays open, and empty, for the
+        // monitor, which otherwise takes a closed one for a test agent that died.
+        monitor.watch(&games, trainer.as_mut());
+        drop(games_tx);
+        let failure = supervisor.join(trainer.into_threads().into_iter().chain(sync_thread));
+        return monitor.finish(failure);
+    }
     let test_agent = TestAgent {
         env: test_env,
         spec: config.spec.clone(),
@@ -56,17 +92,19 @@ pub fn run(args: &TrainArgs) -> Result<()> {
         pinned: monitor.pinned.clone(),
     };
     let (stop, started) = (monitor.stop.clone(), monitor.started);
-    let test_thread =
-        match supervisor.spawn("test agent", move || test_agent.run(stop, started, games_tx)) {
-            Ok(handle) => handle,
-            Err(err) => {
-                supervisor.fail(err);
-                let failure = supervisor.join(trainer.into_threads());
-                return monitor.finish(failure);
-            }
-        };
+    let test_thread = match supervisor
+        .spawn("test agent", move || test_agent.run(stop, started, games_tx))
+    {
+        Ok(handle) => handle,
+        Err(err) => {
+            supervisor.fail(err);
+            let failure = supervisor.join(trainer.into_threads().into_iter().chain(sync_thread));
+            return monitor.finish(failure);
+        }
+    };
 
     monitor.watch(&games, trainer.as_mut());
-    let failure = supervisor.join(trainer.into_threads().into_iter().chain([test_thread]));
+    let threads = trainer.into_threads().into_iter().chain([test_thread]).chain(sync_thread);
+    let failure = supervisor.join(threads);
     monitor.finish(failure)
 }

@@ -12,7 +12,7 @@ use a3g::checkpoint;
 use a3g::model::{ActorCritic, Body, Head, LstmState, ModelSpec, Policy};
 use tch::{nn, Device, Kind, Tensor};
 
-use crate::util::{assert_one_line_error, Scratch};
+use crate::util::{assert_one_line_error, pytorch_path, Scratch};
 
 fn fixture(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(name)
@@ -121,18 +121,6 @@ fn reference_fixture_forward_matches_pytorch() {
         // would not land this close by chance.
         assert!(tensor(&io, "logits").abs().max().double_value(&[]) > 0.05);
     }
-}
-
-/// Where a test finds PyTorch for python3: the wheel the set-up installs into .deps/,
-/// and the wheel that a `LIBTORCH` set by hand may belong to. python3's own packages
-/// stay on its path after these, so `LIBTORCH_USE_PYTORCH=1` set-ups work too.
-fn pytorch_path() -> std::ffi::OsString {
-    let mut folders = vec![Path::new(env!("CARGO_MANIFEST_DIR")).join(".deps/torch")];
-    if let Some(libtorch) = std::env::var_os("LIBTORCH") {
-        folders.extend(Path::new(&libtorch).parent().map(Path::to_path_buf));
-    }
-    std::env::join_paths(folders.iter().filter(|folder| folder.join("torch").is_dir()))
-        .expect("folders without ':'")
 }
 
 /// The values of a tensor, as f64s.

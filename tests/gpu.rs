@@ -43,7 +43,8 @@ fn binary_needs_libtorch_cuda() {
 
 /// `a3g devices` names libtorch's version and folder, whether its CUDA libraries are
 /// loaded and for which CUDA version, and the devices --gpu-ids can name; where there
-/// is no GPU it says why on one line, and it prints nothing on stderr (no libtorch
+/// is no GPU it says why on one line, whether training across machines is built in
+/// (as the build found gloo's headers), and it prints nothing on stderr (no libtorch
 /// warnings about a missing driver).
 #[test]
 fn devices_reports_cuda_state() {
@@ -51,7 +52,7 @@ fn devices_reports_cuda_state() {
     assert!(run.status.success(), "{}", run.stderr);
     assert_eq!(run.stderr, "");
     let lines: Vec<&str> = run.stdout.lines().collect();
-    assert_eq!(lines.len(), 3, "{}", run.stdout);
+    assert_eq!(lines.len(), 4, "{}", run.stdout);
     let folder = libtorch_lib();
     // Compared as real paths: the RPATH may run through a symlink the loader resolved.
     let reported = lines[0].split(" from ").nth(1).map(PathBuf::from);
@@ -72,6 +73,12 @@ fn devices_reports_cuda_state() {
     } else {
         assert!(lines[2].contains("cuda:0 (--gpu-ids 0)"), "{}", lines[2]);
     }
+    let built_in = if cfg!(a3g_c10d) { "built in" } else { "not built in" };
+    assert!(
+        lines[3].starts_with(&format!("training across machines: {built_in} (")),
+        "{}",
+        lines[3]
+    );
 }
 
 /// `--gpu-ids 0` where CUDA sees no device (none here, or hidden by an empty

@@ -3,6 +3,8 @@
 mod util;
 
 mod cli;
+// Training across machines: two ranks on 127.0.0.1.
+mod distributed;
 mod envs;
 mod eval;
 mod ga3c;

@@ -187,3 +187,15 @@ pub fn saved_agent_steps(sidecar: &std::path::Path) -> u64 {
     let json: serde_json::Value = serde_json::from_str(&text).expect("sidecar is JSON");
     json["counters"]["agent_steps"].as_u64().expect("agent_steps")
 }
+
+/// Where a test finds PyTorch for python3: the wheel the set-up installs into .deps/,
+/// and the wheel that a `LIBTORCH` set by hand may belong to. python3's own packages
+/// stay on its path after these, so `LIBTORCH_USE_PYTORCH=1` set-ups work too.
+pub fn pytorch_path() -> std::ffi::OsString {
+    let mut folders = vec![std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(".deps/torch")];
+    if let Some(libtorch) = std::env::var_os("LIBTORCH") {
+        folders.extend(std::path::Path::new(&libtorch).parent().map(std::path::Path::to_path_buf));
+    }
+    std::env::join_paths(folders.iter().filter(|folder| folder.join("torch").is_dir()))
+        .expect("folders without ':'")
+}

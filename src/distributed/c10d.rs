@@ -1,0 +1,300 @@
+//! The process group of a run across machines: c10d's TCPStore and ProcessGroupGloo,
+//! reached through the C functions of c10d_shim.cpp. The shim is built when set-up
+//! found gloo's headers (`cfg(a3g_c10d)`); without it, joining a group is refused on
+//! one line and a3g runs on one machine as before.
+
+use std::time::Duration;
+
+use super::Launch;
+use crate::error::{Error, Result};
+
+/// Whether this build can train across machines.
+pub const BUILT_IN: bool = cfg!(a3g_c10d);
+
+/// What a peer that is gone or late comes to, for the user.
+#[cfg(a3g_c10d)]
+const PEER_ADVICE: &str =
+    "check that every rank runs, that MASTER_ADDR and MASTER_PORT reach rank 0, \
+                           and that --sync-timeout is long enough";
+
+#[cfg(a3g_c10d)]
+mod ffi {
+    use std::ffi::{c_char, c_int, c_void};
+
+    extern "C" {
+        #[allow(clippy::too_many_arguments)]
+        pub fn a3g_c10d_join(
+            host: *const c_char,
+            port: u16,
+            rank: c_int,
+            world_size: c_int,
+            serve_store: c_int,
+            timeout_ms: i64,
+            bind_host: *const c_char,
+            error: *mut c_char,
+            capacity: usize,
+        ) -> *mut c_void;
+        pub fn a3g_c10d_leave(group: *mut c_void);
+        pub fn a3g_c10d_all_reduce_sum(
+            group: *mut c_void,
+            values: *mut f32,
+            length: i64,
+            error: *mut c_char,
+            capacity: usize,
+        ) -> c_int;
+        pub fn a3g_c10d_broadcast(
+            group: *mut c_void,
+            bytes: *mut u8,
+            length: i64,
+            root: c_int,
+            error: *mut c_char,
+            capacity: usize,
+        ) -> c_int;
+        pub fn a3g_c10d_all_gather(
+            group: *mut c_void,
+            value: i64,
+            gathered: *mut i64,
+            error: *mut c_char,
+            capacity: usize,
+        ) -> c_int;
+    }
+}
+
+/// The shim's group, or, in a build without it, a type with no values.
+#[cfg(a3g_c10d)]
+struct Raw(*mut std::ffi::c_void);
+#[cfg(not(a3g_c10d))]
+enum Raw {}
+
+/// This rank's membership of the run's process group; leaves it when dropped.
+pub struct Group {
+    raw: Raw,
+    pub rank: usize,
+    pub world_size: usize,
+}
+
+// The shim's group is used by one thread at a time (every call takes `&mut self`),
+// and c10d's objects may move between threads.
+unsafe impl Send for Group {}
+
+/// Room for c10d's reason, which the shim cuts to its first line.
+#[cfg(a3g_c10d)]
+const ERROR_CAPACITY: usize = 1024;
+
+impl Group {
+    /// Joins the other ranks of `launch`, waiting up to `timeout` for all of them;
+    /// the same timeout bounds every exchange after.
+    pub fn join(launch: &Launch, timeout: Duration) -> Result<Self> {
+        #[cfg(a3g_c10d)]
+        {
+            use std::ffi::CString;
+            let failed = |reason: String| Error::Peers {
+                rank: launch.rank,
+                world_size: launch.world_size,
+                action: "join the other ranks",
+                reason,
+                advice: PEER_ADVICE,
+            };
+            let host = CString::new(launch.store_host.as_str())
+                .map_err(|_| failed("MASTER_ADDR holds a NUL byte".into()))?;
+            let bind = CString::new(launch.bind_host().unwrap_or("")).unwrap_or_default();
+            let mut error = vec![0 as std::ffi::c_char; ERROR_CAPACITY];
+            let timeout_ms = i64::try_from(timeout.as_millis()).unwrap_or(i64::MAX);
+            // SAFETY: the strings are NUL-terminated and outlive the call; `error` has
+            // the capacity passed.
+            let raw = unsafe {
+                ffi::a3g_c10d_join(
+                    host.as_ptr(),
+                    launch.store_port,
+                    launch.rank as i32,
+                    launch.world_size as i32,
+                    launch.serves_store as i32,
+                    timeout_ms,
+                    bind.as_ptr(),
+                    error.as_mut_ptr(),
+                    error.len(),
+                )
+            };
+            if raw.is_null() {
+                return Err(failed(message(&error)));
+            }
+            Ok(Group { raw: Raw(raw), rank: launch.rank, world_size: launch.world_size })
+        }
+        #[cfg(not(a3g_c10d))]
+        {
+            let _ = timeout;
+            Err(Error::BadArguments(format!(
+                "a launcher started this a3g as rank {} of {}, but it was built without training across \
+                 machines (set-up found no gloo headers: Debian's libgloo-dev); see docs/distributed.md, or \
+                 run it without the launcher's variables",
+                launch.rank, launch.world_size
+            )))
+        }
+    }
+
+    /// Sums `values` over the ranks, in place.
+    pub fn all_reduce_sum(&mut self, values: &mut [f32]) -> Result<()> {
+        #[cfg(a3g_c10d)]
+        {
+            let mut error = vec![0 as std::ffi::c_char; ERROR_CAPACITY];
+            // SAFETY: `values` is a live, exclusive buffer of the length passed.
+            let status = unsafe {
+                ffi::a3g_c10d_all_reduce_sum(
+                    self.raw.0,
+                    values.as_mut_ptr(),
+                    values.len() as i64,
+                    error.as_mut_ptr(),
+                    error.len(),
+                )
+            };
+            self.check(status, &error, "sum the ranks' changes")
+        }
+        #[cfg(not(a3g_c10d))]
+        {
+            let _ = values;
+            match self.raw {}
+        }
+    }
+
+    /// Gives every rank the `bytes` of rank `root`, in place.
+    pub fn broadcast(&mut self, bytes: &mut [u8], root: usize) -> Result<()> {
+        #[cfg(a3g_c10d)]
+        {
+            let mut error = vec![0 as std::ffi::c_char; ERROR_CAPACITY];
+            // SAFETY: `bytes` is a live, exclusive buffer of the length passed.
+            let status = unsafe {
+                ffi::a3g_c10d_broadcast(
+                    self.raw.0,
+                    bytes.as_mut_ptr(),
+                    bytes.len() as i64,
+                    root as i32,
+                    error.as_mut_ptr(),
+                    error.len(),
+                )
+            };
+            self.check(status, &error, "receive rank 0's data")
+        }
+        #[cfg(not(a3g_c10d))]
+        {
+            let _ = (bytes, root);
+            match self.raw {}
+        }
+    }
+
+    /// Every rank's `value`, by rank.
+    pub fn all_gather(&mut self, value: i64) -> Result<Vec<i64>> {
+        #[cfg(a3g_c10d)]
+        {
+            let mut gathered = vec![0i64; self.world_size];
+            let mut error = vec![0 as std::ffi::c_char; ERROR_CAPACITY];
+            // SAFETY: `gathered` holds one value per rank, as the shim writes.
+            let status = unsafe {
+                ffi::a3g_c10d_all_gather(
+                    self.raw.0,
+                    value,
+                    gathered.as_mut_ptr(),
+                    error.as_mut_ptr(),
+                    error.len(),
+                )
+            };
+            self.check(status, &error, "gather the ranks' values")?;
+            Ok(gathered)
+        }
+        #[cfg(not(a3g_c10d))]
+        {
+            let _ = value;
+            match self.raw {}
+        }
+    }
+
+    #[cfg(a3g_c10d)]
+    fn check(&self, status: i32, error: &[std::ffi::c_char], action: &'static str) -> Result<()> {
+        if status == 0 {
+            return Ok(());
+        }
+        Err(Error::Peers {
+            rank: self.rank,
+            world_size: self.world_size,
+            action,
+            reason: message(error),
+            advice: PEER_ADVICE,
+        })
+    }
+}
+
+#[cfg(a3g_c10d)]
+impl Drop for Group {
+    fn drop(&mut self) {
+        // SAFETY: the group came from a3g_c10d_join and is left once.
+        unsafe { ffi::a3g_c10d_leave(self.raw.0) }
+    }
+}
+
+/// The NUL-terminated message the shim wrote into `error`.
+#[cfg(a3g_c10d)]
+fn message(error: &[std::ffi::c_char]) -> String {
+    let bytes: Vec<u8> = error.iter().take_while(|&&c| c != 0).map(|&c| c as u8).collect();
+    String::from_utf8_lossy(&bytes).into_owned()
+}
+
+#[cfg(all(test, a3g_c10d))]
+mod tests {
+    use std::net::TcpListener;
+
+    use super::*;
+
+    /// A port free on 127.0.0.1 a moment ago.
+    fn free_port() -> u16 {
+        TcpListener::bind("127.0.0.1:0").and_then(|listener| listener.local_addr()).unwrap().port()
+    }
+
+    fn launch(rank: usize, port: u16) -> Launch {
+        Launch {
+            rank,
+            world_size: 2,
+            store_host: "127.0.0.1".into(),
+            store_port: port,
+            serves_store: rank == 0,
+        }
+    }
+
+    /// Two ranks on 127.0.0.1 join, sum a vector, take rank 0's bytes and gather a
+    /// value each, through c10d's store and Gloo.
+    #[test]
+    fn two_ranks_reduce_broadcast_and_gather_on_loopback() {
+        let port = free_port();
+        let ranks: Vec<_> = (0..2)
+            .map(|rank| {
+                std::thread::spawn(move || {
+                    let mut group = Group::join(&launch(rank, port), Duration::from_secs(20))?;
+                    let mut values = vec![rank as f32 + 1.0, 10.0 * rank as f32];
+                    group.all_reduce_sum(&mut values)?;
+                    let mut bytes = if rank == 0 { b"model".to_vec() } else { vec![0; 5] };
+                    group.broadcast(&mut bytes, 0)?;
+                    let gathered = group.all_gather(100 + rank as i64)?;
+                    Ok::<_, Error>((values, bytes, gathered))
+                })
+            })
+            .collect();
+        for rank in ranks {
+            let (values, bytes, gathered) = rank.join().unwrap().expect("the exchange");
+            assert_eq!(values, vec![3.0, 10.0]);
+            assert_eq!(bytes, b"model");
+            assert_eq!(gathered, vec![100, 101]);
+        }
+    }
+
+    /// A rank whose peer never comes gives up after its timeout with one line
+    /// naming itself, not a hang or an abort.
+    #[test]
+    fn a_missing_peer_is_an_error_within_the_timeout() {
+        let started = std::time::Instant::now();
+        let error = match Group::join(&launch(0, free_port()), Duration::from_secs(2)) {
+            Ok(_) => panic!("joined a group of two alone"),
+            Err(error) => error.to_string(),
+        };
+        assert!(error.starts_with("rank 0 of 2: could not join the other ranks"), "{error}");
+        assert!(!error.contains('\n'), "{error}");
+        assert!(started.elapsed() < Duration::from_secs(15), "{:?}", started.elapsed());
+    }
+}

@@ -1,0 +1,180 @@
+//! Training across machines on c10d, the C++ core of torch.distributed: where a rank
+//! learns its place in the world (the launchers' environment variables), the process
+//! group that reduces tensors between ranks ([`c10d`]), and the arithmetic of a sync
+//! that keeps the Hogwild updates made while it ran ([`sync`]).
+
+pub mod c10d;
+pub mod rank;
+pub mod sync;
+
+use std::time::Duration;
+
+use crate::error::{Error, Result};
+
+/// The port torch.distributed's launchers use when MASTER_PORT is not set.
+pub const DEFAULT_PORT: u16 = 29500;
+
+/// One rank's place in a multi-process run, as a launcher described it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Launch {
+    pub rank: usize,
+    pub world_size: usize,
+    /// Where the rendezvous store listens (MASTER_ADDR, MASTER_PORT).
+    pub store_host: String,
+    pub store_port: u16,
+    /// Whether this rank serves the store: rank 0, unless torchrun's agent already
+    /// does (TORCHELASTIC_USE_AGENT_STORE=True), where a second server would fail.
+    pub serves_store: bool,
+}
+
+impl Launch {
+    /// Reads the variables a launcher sets: torchrun's (RANK, WORLD_SIZE), then
+    /// Slurm's (SLURM_PROCID, SLURM_NTASKS), then Open MPI's (OMPI_COMM_WORLD_RANK,
+    /// OMPI_COMM_WORLD_SIZE); each needs MASTER_ADDR, and MASTER_PORT defaults to
+    /// 29500. `None` when no launcher started this process: it runs as one machine.
+    pub fn from_env(var: impl Fn(&str) -> Option<String>) -> Result<Option<Self>> {
+        let pairs = [
+            ("RANK", "WORLD_SIZE"),
+            ("SLURM_PROCID", "SLURM_NTASKS"),
+            ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"),
+        ];
+        let Some((rank_name, size_name)) =
+            pairs.into_iter().find(|(rank, size)| var(rank).is_some() && var(size).is_some())
+        else {
+            return Ok(None);
+        };
+        let number = |name: &str| -> Result<usize> {
+            let text = var(name).unwrap_or_default();
+            text.trim().parse().map_err(|_| {
+                Error::BadArguments(format!(
+                    "the launcher's {name} is {text:?}, not a whole number; launch a3g with torchrun, srun or \
+                     mpirun, or unset {name}"
+                ))
+            })
+        };
+        let (rank, world_size) = (number(rank_name)?, number(size_name)?);
+        if world_size == 0 || rank >= world_size {
+            return Err(Error::BadArguments(format!(
+                "the launcher gave {rank_name}={rank} with {size_name}={world_size}; a rank must be below the \
+                 world size"
+            )));
+        }
+        let store_host = var("MASTER_ADDR").filter(|host| !host.trim().is_empty()).ok_or_else(|| {
+            Error::BadArguments(format!(
+                "{rank_name} and {size_name} are set but MASTER_ADDR is not; set MASTER_ADDR (and MASTER_PORT) \
+                 to the address of rank 0's machine"
+            ))
+        })?;
+        let store_port = match var("MASTER_PORT") {
+            None => DEFAULT_PORT,
+            Some(text) => text.trim().parse().ok().filter(|&port| port > 0).ok_or_else(|| {
+                Error::BadArguments(format!(
+                    "MASTER_PORT is {text:?}, not a port number (1 to 65535); set it to the port rank 0's \
+                     store listens on"
+                ))
+            })?,
+        };
+        let agent_serves = var("TORCHELASTIC_USE_AGENT_STORE").is_some_and(|value| value == "True");
+        Ok(Some(Launch {
+            rank,
+            world_size,
+            store_host: store_host.trim().to_string(),
+            store_port,
+            serves_store: rank == 0 && !agent_serves,
+        }))
+    }
+
+    /// The address Gloo's connections bind to: the loopback one when the store is on
+    /// this machine's loopback, so that such a run never leaves the machine; else
+    /// `None`, for the address this machine's hostname resolves to.
+    pub fn bind_host(&self) -> Option<&'static str> {
+        match self.store_host.as_str() {
+            "127.0.0.1" | "localhost" => Some("127.0.0.1"),
+            "::1" => Some("::1"),
+            _ => None,
+        }
+    }
+}
+
+/// How long a rank waits for its peers, at the rendezvous and at each reduction,
+/// before it gives up on them.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+
+    use super::*;
+
+    fn launch(vars: &[(&str, &str)]) -> Result<Option<Launch>> {
+        let vars: HashMap<String, String> =
+            vars.iter().map(|(name, value)| (name.to_string(), value.to_string())).collect();
+        Launch::from_env(|name| vars.get(name).cloned())
+    }
+
+    /// torchrun's, Slurm's and Open MPI's variables each give the rank and world
+    /// size; MASTER_PORT defaults to 29500; rank 0 serves the store unless torchrun's
+    /// agent does; no launcher means one machine.
+    #[test]
+    fn launchers_variables_give_the_rank() {
+        assert_eq!(launch(&[]).unwrap(), None);
+        let torchrun = launch(&[
+            ("RANK", "1"),
+            ("WORLD_SIZE", "2"),
+            ("MASTER_ADDR", "127.0.0.1"),
+            ("MASTER_PORT", "29400"),
+        ])
+        .unwrap()
+        .unwrap();
+        assert_eq!((torchrun.rank, torchrun.world_size, torchrun.store_port), (1, 2, 29400));
+        assert!(!torchrun.serves_store);
+        assert_eq!(torchrun.bind_host(), Some("127.0.0.1"));
+        let slurm =
+            launch(&[("SLURM_PROCID", "0"), ("SLURM_NTASKS", "4"), ("MASTER_ADDR", "node001")])
+                .unwrap()
+                .unwrap();
+        assert_eq!((slurm.rank, slurm.world_size, slurm.store_port), (0, 4, DEFAULT_PORT));
+        assert!(slurm.serves_store);
+        assert_eq!(slurm.bind_host(), None);
+        let mpi = launch(&[
+            ("OMPI_COMM_WORLD_RANK", "2"),
+            ("OMPI_COMM_WORLD_SIZE", "3"),
+            ("MASTER_ADDR", "::1"),
+        ])
+        .unwrap()
+        .unwrap();
+        assert_eq!((mpi.rank, mpi.world_size), (2, 3));
+        assert_eq!(mpi.bind_host(), Some("::1"));
+        let agent = launch(&[
+            ("RANK", "0"),
+            ("WORLD_SIZE", "2"),
+            ("MASTER_ADDR", "localhost"),
+            ("TORCHELASTIC_USE_AGENT_STORE", "True"),
+        ])
+        .unwrap()
+        .unwrap();
+        assert!(!agent.serves_store);
+    }
+
+    /// A launch that cannot work is one line naming the variable and what to set.
+    #[test]
+    fn broken_launches_name_the_variable() {
+        let message = |vars: &[(&str, &str)]| launch(vars).unwrap_err().to_string();
+        let no_master = message(&[("RANK", "0"), ("WORLD_SIZE", "2")]);
+        assert!(no_master.contains("MASTER_ADDR is not"), "{no_master}");
+        let rank_too_big = message(&[("RANK", "2"), ("WORLD_SIZE", "2"), ("MASTER_ADDR", "a")]);
+        assert!(rank_too_big.contains("below the world size"), "{rank_too_big}");
+        let not_a_number = message(&[("RANK", "one"), ("WORLD_SIZE", "2"), ("MASTER_ADDR", "a")]);
+        assert!(not_a_number.contains("RANK is \"one\""), "{not_a_number}");
+        let bad_port = message(&[
+            ("RANK", "0"),
+            ("WORLD_SIZE", "2"),
+            ("MASTER_ADDR", "a"),
+            ("MASTER_PORT", "70000"),
+        ]);
+        assert!(bad_port.contains("MASTER_PORT is \"70000\""), "{bad_port}");
+        for text in [no_master, rank_too_big, not_a_number, bad_port] {
+            assert!(!text.contains('\n'), "{text}");
+        }
+    }
+}

@@ -1,0 +1,277 @@
+//! A rank's part in a run across machines: the start, where every rank checks that
+//! it trains what rank 0 trains and takes rank 0's weights, and the sync thread,
+//! which every `--sync-interval` averages the model over the ranks ([`super::sync`]),
+//! sums their counters and carries a stop from any rank to all of them.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::c10d::Group;
+use super::sync::SyncPoint;
+use crate::error::{Error, Result};
+use crate::shared::SharedModel;
+use crate::stop::{Stop, StopReason};
+use crate::trainer::TrainingCounters;
+
+/// What the other ranks had counted at the last sync, added to this rank's own counts
+/// in status lines and checked against `--max-steps`.
+#[derive(Debug, Default)]
+pub struct PeerCounters {
+    pub agent_steps: AtomicU64,
+    pub env_frames: AtomicU64,
+    pub updates: AtomicU64,
+}
+
+/// Checks that every rank trains what rank 0 trains: `settings` is this rank's
+/// description (a3g's version, the environment, the model and the trainer's
+/// settings, as JSON). A rank that differs stops every rank, each with one line
+/// naming the first setting that differs and the rank holding it.
+pub fn agree_on_settings(group: &mut Group, settings: &serde_json::Value) -> Result<()> {
+    let rank_zero = broadcast_bytes(group, settings.to_string().into_bytes(), 0)?;
+    let rank_zero: serde_json::Value = serde_json::from_slice(&rank_zero).unwrap_or_default();
+    let difference = first_difference(settings, &rank_zero);
+    let agreed = group.all_gather(i64::from(difference.is_none()))?;
+    let Some(differing_rank) = agreed.iter().position(|&agrees| agrees == 0) else {
+        return Ok(());
+    };
+    // The first rank that differs says how, so that every rank reports the same line.
+    let own = match &difference {
+        Some((key, mine, theirs)) if group.rank == differing_rank => {
+            format!("rank {differing_rank}'s {key} is {mine} and rank 0's is {theirs}")
+        }
+        _ => String::new(),
+    };
+    let how = broadcast_bytes(group, own.into_bytes(), differing_rank)?;
+    Err(Error::BadArguments(format!(
+        "rank {} of {}: {}; start every rank with the same a3g, --env and training flags",
+        group.rank,
+        group.world_size,
+        String::from_utf8_lossy(&how)
+    )))
+}
+
+/// Rank `root`'s `bytes` on every rank (the others' `bytes` are not read).
+fn broadcast_bytes(group: &mut Group, bytes: Vec<u8>, root: usize) -> Result<Vec<u8>> {
+    let mut length = (bytes.len() as u64).to_le_bytes();
+    group.broadcast(&mut length, root)?;
+    let mut received = if group.rank == root {
+        bytes
+    } else {
+        vec![0u8; usize::try_from(u64::from_le_bytes(length)).unwrap_or(0)]
+    };
+    group.broadcast(&mut received, root)?;
+    Ok(received)
+}
+
+/// The first top-level setting in which `mine` and `theirs` differ: its name and
+/// both values.
+fn first_difference(
+    mine: &serde_json::Value,
+    theirs: &serde_json::Value,
+) -> Option<(String, String, String)> {
+    let (Some(mine), Some(theirs)) = (mine.as_object(), theirs.as_object()) else {
+        return (mine != theirs).then(|| ("settings".into(), mine.to_string(), theirs.to_string()));
+    };
+    let missing = serde_json::Value::Null;
+    mine.keys().chain(theirs.keys()).find_map(|key| {
+        let (a, b) = (mine.get(key).unwrap_or(&missing), theirs.get(key).unwrap_or(&missing));
+        (a != b).then(|| (key.clone(), a.to_string(), b.to_string()))
+    })
+}
+
+/// The sync thread of one rank.
+pub struct RankSync {
+    group: Group,
+    shared: SharedModel,
+    point: SyncPoint,
+    change: Vec<f32>,
+    current: Vec<f32>,
+    counters: Arc<TrainingCounters>,
+    peers: Arc<PeerCounters>,
+    interval: Duration,
+    /// --max-steps over all ranks.
+    step_budget: u64,
+}
+
+impl RankSync {
+    /// Gives every rank rank 0's weights (a fresh model, or the checkpoint rank 0
+    /// resumed) and prepares the syncs.
+    pub fn start(
+        mut group: Group,
+        shared: SharedModel,
+        counters: Arc<TrainingCounters>,
+        peers: Arc<PeerCounters>,
+        interval: Duration,
+        step_budget: u64,
+    ) -> Result<Self> {
+        let mut weights = vec![0.0f32; shared.numel()];
+        if group.rank == 0 {
+            shared.read_flat(&mut weights);
+        }
+        group.broadcast(as_bytes(&mut weights), 0)?;
+        if group.rank != 0 {
+            shared.write_flat(&weights);
+        }
+        let length = weights.len();
+        Ok(RankSync {
+            group,
+            shared,
+            point: SyncPoint::new(weights),
+            change: vec![0.0; length],
+            current: vec![0.0; length],
+            counters,
+            peers,
+            interval,
+            step_budget,
+        })
+    }
+
+    /// Syncs every interval until a rank stops: a stop on this rank (its budget, a
+    /// signal, a failure) is passed on at the next sync, which every rank takes part
+    /// in before it ends, so the ranks end on the same agreed model.
+    pub fn run(mut self, stop: &Stop) -> Result<()> {
+        loop {
+            let next = Instant::now() + self.interval;
+            while !stop.requested() {
+                let left = next.saturating_duration_since(Instant::now());
+                if left.is_zero() {
+                    break;
+                }
+                std::thread::sleep(left.min(Duration::from_millis(20)));
+            }
+            let codes = self.group.all_gather(stop_code(stop.reason().as_ref()))?;
+            self.sum_counters()?;
+            self.sync_model()?;
+            if let Some((rank, &code)) = codes.iter().enumerate().find(|(_, code)| **code != 0) {
+                if !stop.requested() {
+                    stop.request(reason_of(code, rank));
+                }
+                return Ok(());
+            }
+            let steps = self.counters.agent_steps.load(Ordering::Relaxed)
+                + self.peers.agent_steps.load(Ordering::Relaxed);
+            if steps >= self.step_budget {
+                stop.request(StopReason::StepBudget);
+            }
+        }
+    }
+
+    fn sum_counters(&mut self) -> Result<()> {
+        let own = [
+            (&self.counters.agent_steps, &self.peers.agent_steps),
+            (&self.counters.env_frames, &self.peers.env_frames),
+            (&self.counters.updates, &self.peers.updates),
+        ];
+        for (own, peers) in own {
+            let mine = own.load(Ordering::Relaxed);
+            let all = self.group.all_gather(i64::try_from(mine).unwrap_or(i64::MAX))?;
+            let total: u64 = all.iter().map(|&count| count.max(0) as u64).sum();
+            peers.store(total.saturating_sub(mine), Ordering::Relaxed);
+        }
+        Ok(())
+    }
+
+    /// Averages the model over the ranks, then checks that every rank agreed on the
+    /// same weights (a digest of them, gathered): ranks that drifted apart would each
+    /// go on training a model of its own while the run reported one.
+    fn sync_model(&mut self) -> Result<()> {
+        self.shared.read_flat(&mut self.current);
+        self.point.change_since(&self.current, &mut self.change);
+        self.group.all_reduce_sum(&mut self.change)?;
+        self.point.agree(&mut self.change, self.group.world_size);
+        self.shared.add_flat(&self.change);
+        let digests = self.group.all_gather(self.agreed_digest() as i64)?;
+        if let Some(rank) = digests.iter().position(|&digest| digest != digests[0]) {
+            return Err(Error::Training(format!(
+                "rank {rank}'s model differs from rank 0's after a sync; the ranks run different a3g builds \
+                 or libtorch versions, or memory was corrupted: restart every rank with the same a3g"
+            )));
+        }
+        Ok(())
+    }
+
+    /// A digest of the weights the ranks last agreed on, equal on every rank.
+    fn agreed_digest(&self) -> u64 {
+        self.point.agreed().iter().fold(0xcbf2_9ce4_8422_2325u64, |hash, value| {
+            (hash ^ u64::from(value.to_bits())).wrapping_mul(0x0100_0000_01b3)
+        })
+    }
+}
+
+/// The bytes of `values`, for a broadcast.
+fn as_bytes(values: &mut [f32]) -> &mut [u8] {
+    // SAFETY: any bytes are a valid f32 and u8 has no alignment requirement; the slice
+    // covers exactly the floats' memory and borrows them for as long.
+    unsafe {
+        std::slice::from_raw_parts_mut(
+            values.as_mut_ptr().cast::<u8>(),
+            std::mem::size_of_val(values),
+        )
+    }
+}
+
+/// How a stop travels between ranks: 0 for none.
+fn stop_code(reason: Option<&StopReason>) -> i64 {
+    match reason {
+        None => 0,
+        Some(StopReason::StepBudget) => 1,
+        Some(StopReason::TimeBudget) => 2,
+        Some(StopReason::TargetScore) => 3,
+        Some(StopReason::Signal) => 4,
+        Some(StopReason::Failure(_)) => 5,
+    }
+}
+
+/// The stop that `rank` passed on as `code`.
+fn reason_of(code: i64, rank: usize) -> StopReason {
+    match code {
+        1 => StopReason::StepBudget,
+        2 => StopReason::TimeBudget,
+        3 => StopReason::TargetScore,
+        4 => StopReason::Signal,
+        _ => StopReason::Failure(format!(
+            "rank {rank} failed; its own output says why, and the other ranks stopped with it"
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The first differing setting is named with both values, whichever side lacks it.
+    #[test]
+    fn the_first_differing_setting_is_named() {
+        let mine = serde_json::json!({"env": "CartPole-v1", "workers": 2, "version": "0.1.0"});
+        let theirs = serde_json::json!({"env": "CartPole-v0", "workers": 2});
+        let (key, a, b) = first_difference(&mine, &theirs).expect("they differ");
+        assert_eq!(
+            (key.as_str(), a.as_str(), b.as_str()),
+            ("env", "\"CartPole-v1\"", "\"CartPole-v0\"")
+        );
+        let (key, a, b) = first_difference(&theirs, &mine).expect("they differ");
+        assert_eq!(key, "env");
+        assert_ne!(a, b);
+        assert_eq!(first_difference(&mine, &mine.clone()), None);
+    }
+
+    /// Every stop travels as a code and comes back as the same reason (a failure
+    /// names the rank that failed).
+    #[test]
+    fn stops_travel_between_ranks() {
+        for reason in [
+            StopReason::StepBudget,
+            StopReason::TimeBudget,
+            StopReason::TargetScore,
+            StopReason::Signal,
+        ] {
+            assert_eq!(reason_of(stop_code(Some(&reason)), 1), reason);
+        }
+        assert_eq!(stop_code(None), 0);
+        let failure = reason_of(stop_code(Some(&StopReason::Failure("x".into()))), 3);
+        assert!(
+            matches!(failure, StopReason::Failure(message) if message.starts_with("rank 3 failed"))
+        );
+    }
+}
