@@ -26,7 +26,7 @@
 //!   passes and trainers that batch their updates. A third trainer goes in a folder
 //!   of its own, its settings implementing [`trainer::Trainer`], with a row in
 //!   [`trainer::chosen`], the one table (and its flags and settings' fields in cli.rs
-//!   and config.rs).
+//!   and config/mod.rs; the memory check in config/memory.rs).
 //!   [`test_agent`]: the test agent's thread, which every trainer runs.
 //! - [`checkpoint`]: the checkpoint set (the sidecar with the run's checked settings,
 //!   one open for `train --load` and eval, the previous-set fallback; its atomic

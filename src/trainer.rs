@@ -6,7 +6,7 @@
 //! sees it only as a [`RunningTrainer`]. The monitor and the trainers depend on this
 //! module, not on each other. A third trainer is a folder of its own, whose checked
 //! settings implement [`Trainer`], and a row in [`chosen`], the one table (its flags
-//! and the settings' fields are declared in cli.rs and config.rs).
+//! and the settings' fields are declared in cli.rs and config/mod.rs).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;

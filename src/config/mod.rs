@@ -22,6 +22,11 @@ use crate::model::{parameter_shapes, Body, ModelSpec};
 use crate::rollout::{LossConfig, RewardShaping};
 use crate::shared_optim::OptimizerKind;
 
+mod memory;
+
+use memory::check_memory;
+pub use memory::MemoryPlan;
+
 /// The test agent's default share of one core on Atari: its games are long and
 /// greedy play only measures progress, while every core it takes slows training.
 const ATARI_TEST_SHARE: f64 = 0.1;
@@ -671,104 +676,6 @@ fn same_folder(a: &Path, b: &Path) -> bool {
         (Ok(a), Ok(b)) => a == b,
         _ => a == b,
     }
-}
-
-/// Resident bytes one environment takes, with its worker's LSTM state and rollout: an
-/// Atari worker measured 0.47 MB (64 Pong workers against 8 with --model universe, 6 s
-/// runs, the difference in peak resident memory over 56), rounded up to 2 MB for the
-/// reference network's larger screens; classic control's state is a few numbers.
-fn environment_bytes(spec: &ModelSpec) -> f64 {
-    match spec.body {
-        Body::AtariLstm | Body::Universe => 2.0 * 1024.0 * 1024.0,
-        Body::Mlp { .. } => 64.0 * 1024.0,
-    }
-}
-
-/// What a run keeps in memory beyond the shared model, which the memory check counts.
-#[derive(Clone, Copy, Debug)]
-pub struct MemoryPlan {
-    /// Working copies of the model (training threads, predictors, trainers).
-    pub model_copies: usize,
-    /// Optimizer statistics beside the shared ones (--shared-optimizer false).
-    pub optimizer_copies: usize,
-    /// Environments: workers or agents, at the most the run may start.
-    pub environments: usize,
-}
-
-/// Refuses a run too big for the machine before any of it is allocated: libtorch
-/// would otherwise abort with a C++ trace, and a billion workers would be built for
-/// minutes before the allocator gave up. Counts the shared weights, up to three
-/// optimizer statistics per optimizer, each working copy with its gradients, the test
-/// agent's copy, a checkpoint's copies, and every environment.
-fn check_memory(spec: &ModelSpec, plan: MemoryPlan, workers: usize) -> Result<()> {
-    let Some(available) = available_memory() else { return Ok(()) };
-    let parameter_bytes = spec.parameter_count() * 4.0;
-    let model = parameter_bytes * (8.0 + 2.0 * plan.model_copies as f64);
-    let optimizers = parameter_bytes * 3.0 * plan.optimizer_copies as f64;
-    let environments = environment_bytes(spec) * plan.environments as f64;
-    let gigabytes = |bytes: f64| bytes / 1e9;
-    if model > available {
-        return Err(Error::BadArguments(format!(
-            "--hidden-size {} gives {:.3e} parameters, which need about {:.1} GB here (weights, optimizer \
-             statistics and {} training copies) and {:.1} GB is available; pick a smaller --hidden-size",
-            spec.hidden_size,
-            spec.parameter_count(),
-            gigabytes(model),
-            plan.model_copies,
-            gigabytes(available)
-        )));
-    }
-    if model + optimizers > available {
-        return Err(Error::BadArguments(format!(
-            "--shared-optimizer false gives {} more copies of the optimizer statistics, which with the model \
-             need about {:.1} GB here and {:.1} GB is available; share the optimizer, or pick fewer --workers \
-             or a smaller --hidden-size",
-            plan.optimizer_copies,
-            gigabytes(model + optimizers),
-            gigabytes(available)
-        )));
-    }
-    if model + optimizers + environments > available {
-        let fit = ((available - model - optimizers) / environment_bytes(spec)).floor().max(0.0);
-        return Err(Error::BadArguments(format!(
-            "--workers {workers} needs about {:.1} GB here for its environments and models, and {:.1} GB is \
-             available; pick at most {fit} workers",
-            gigabytes(model + optimizers + environments),
-            gigabytes(available)
-        )));
-    }
-    Ok(())
-}
-
-/// Bytes of memory available to new allocations: MemAvailable in /proc/meminfo, or
-/// less under an address-space limit (`ulimit -v`), what is left of it.
-fn available_memory() -> Option<f64> {
-    let meminfo = std::fs::read_to_string("/proc/meminfo").ok()?;
-    let available = kilobytes(&meminfo, "MemAvailable:")? * 1024.0;
-    Some(available.min(address_space_left().unwrap_or(f64::INFINITY)))
-}
-
-/// Bytes of address space this process may still map under its soft limit, if it has
-/// one: /proc/self/limits' "Max address space" (in bytes) less /proc/self/status'
-/// VmSize.
-fn address_space_left() -> Option<f64> {
-    let limits = std::fs::read_to_string("/proc/self/limits").ok()?;
-    let limit: f64 = limits
-        .lines()
-        .find_map(|line| line.strip_prefix("Max address space"))?
-        .split_whitespace()
-        .next()?
-        .parse()
-        .ok()?;
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let mapped = kilobytes(&status, "VmSize:")? * 1024.0;
-    Some((limit - mapped).max(0.0))
-}
-
-/// The value of a `/proc` line `<key> <n> kB`, in kilobytes.
-fn kilobytes(text: &str, key: &str) -> Option<f64> {
-    let value = text.lines().find_map(|line| line.strip_prefix(key))?;
-    value.trim().trim_end_matches("kB").trim().parse().ok()
 }
 
 #[cfg(test)]
