@@ -98,6 +98,49 @@ fn ga3c_pendulum_learns_to_minus_500() {
     assert_reached(&run, -500.0);
 }
 
+/// Two ranks of one worker each, on 127.0.0.1, learn CartPole-v1 to a 100-game
+/// greedy mean of at least 475 within the million agent steps (summed over the
+/// ranks) that one process of two workers gets, with the same recipe; rank 0's test
+/// agent stops both. Rank 0's output is the run's.
+#[test]
+#[cfg_attr(not(a3g_c10d), ignore = "this build has no c10d (no gloo headers at set-up)")]
+fn two_ranks_learn_cartpole_to_475() {
+    use std::process::{Command, Stdio};
+    let _learning = one_learning_run_at_a_time();
+    let scratches = [Scratch::new("ranks-learn-0"), Scratch::new("ranks-learn-1")];
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|listener| listener.local_addr())
+        .expect("a free port")
+        .port();
+    let a3c = ["train", "--workers", "1", "--max-steps", "1000000"];
+    let args = [&a3c[..], CARTPOLE_LEARNING].concat();
+    let ranks: Vec<_> = (0..2)
+        .map(|rank| {
+            Command::new(env!("CARGO_BIN_EXE_a3g"))
+                .args(&args)
+                .current_dir(scratches[rank].path(""))
+                .env_remove("RUST_BACKTRACE")
+                .envs([
+                    ("RANK", rank.to_string()),
+                    ("WORLD_SIZE", "2".into()),
+                    ("MASTER_ADDR", "127.0.0.1".into()),
+                    ("MASTER_PORT", port.to_string()),
+                ])
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .expect("start the a3g binary")
+        })
+        .collect();
+    let runs: Vec<Run> = ranks
+        .into_iter()
+        .map(|rank| rank.wait_with_output().expect("the rank ran").into())
+        .collect();
+    assert!(runs[1].status.success(), "{}", runs[1].stderr);
+    assert_reached(&runs[0], 475.0);
+    assert_saved_cartpole_keeps_the_promise(&scratches[0]);
+}
+
 /// Held by each learning test while it trains, so that they train one at a time.
 /// Two at once share a two-core CI machine's cores between five or more busy
 /// threads, and Hogwild learns less per agent step when its threads are preempted
