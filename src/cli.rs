@@ -346,7 +346,7 @@ pub struct TrainArgs {
     pub sync_interval: f64,
     /// Seconds a rank waits for the others, at the start and at each sync, before it
     /// stops the run naming the rank that did not come.
-    #[arg(long, default_value_t = 60.0, value_parser = parse_status_interval, allow_negative_numbers = true, help_heading = "Across machines")]
+    #[arg(long, default_value_t = 60.0, value_parser = parse_sync_timeout, allow_negative_numbers = true, help_heading = "Across machines")]
     #[serde(default = "default_sync_timeout")]
     pub sync_timeout: f64,
     #[command(flatten)]
@@ -420,6 +420,12 @@ fn parse_duration(text: &str) -> Result<HumanDuration, String> {
 fn parse_status_interval(text: &str) -> Result<f64, String> {
     number_in(text, |value| value > 0.0 && value <= 86_400.0)
         .ok_or_else(|| format!("{text:?} is not an interval; write seconds above 0, at most 86400"))
+}
+
+fn parse_sync_timeout(text: &str) -> Result<f64, String> {
+    // Below a second no rendezvous completes; and c10d reads 0 ms as no timeout.
+    number_in(text, |value| (1.0..=86_400.0).contains(&value))
+        .ok_or_else(|| format!("{text:?} is not a timeout; write seconds from 1 to 86400"))
 }
 
 fn parse_save_interval(text: &str) -> Result<f64, String> {

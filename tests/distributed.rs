@@ -221,3 +221,21 @@ fn a_world_of_one_runs_without_the_engine() {
     assert!(!run.stdout.contains("over all ranks"), "{}", run.stdout);
     assert!(saved_agent_steps(&scratch.path("trained_models/CartPole-v1.json")) >= 500);
 }
+
+/// An interval over half the timeout, with which a stopping rank would give up on
+/// the others before they sync, is refused on one line (a timeout under a second,
+/// which c10d would read as none, is refused with the other flags' ranges in
+/// tests/safety.rs).
+#[test]
+fn a_sync_interval_over_half_the_timeout_is_refused() {
+    let scratch = Scratch::new("sync-flags");
+    let port = free_port().to_string();
+    let vars =
+        [("RANK", "0"), ("WORLD_SIZE", "2"), ("MASTER_ADDR", "127.0.0.1"), ("MASTER_PORT", &port)];
+    let run = |extra: &[&str]| {
+        let args = small_cartpole(extra);
+        scratch.a3g_with_env(&args.iter().map(String::as_str).collect::<Vec<_>>(), &vars)
+    };
+    let line = assert_one_line_error(&run(&["--sync-interval", "40", "--sync-timeout", "60"]));
+    assert!(line.contains("--sync-interval 40 is more than half of --sync-timeout 60"), "{line}");
+}

@@ -100,6 +100,8 @@ fn out_of_range_hyperparameters_are_refused() {
         ("--hidden-size", "-1"),
         ("--test-share", "-1"),
         ("--max-steps", "-5"),
+        ("--sync-timeout", "0.5"),
+        ("--sync-interval", "0"),
     ] {
         let result = scratch.a3g_owned(&small_cartpole(&[flag, value]));
         assert_eq!(result.status.code(), Some(2), "{flag} {value}: {}", result.stderr);

@@ -342,6 +342,15 @@ impl TrainConfig {
         // A world of one rank is a run on one machine, without the engine.
         let launch = Launch::from_env(|name| std::env::var(name).ok())?
             .filter(|launch| launch.world_size > 1);
+        if launch.is_some() && args.sync_interval * 2.0 > args.sync_timeout {
+            // A rank that stops enters the next sync up to an interval before the
+            // others, and must not give up on them meanwhile.
+            return Err(Error::BadArguments(format!(
+                "--sync-interval {} is more than half of --sync-timeout {}; a stopping rank would give up \
+                 on the others before they sync: lower the interval or raise the timeout",
+                args.sync_interval, args.sync_timeout
+            )));
+        }
         let leads = launch.as_ref().is_none_or(|launch| launch.rank == 0);
         let flag_screen = args.model.unwrap_or(ModelName::A3cLstm).screen();
         let mut env = EnvConfig::new(&args.environment, args.seed, flag_screen)?;
@@ -418,7 +427,8 @@ impl TrainConfig {
             Body::AtariLstm | Body::Universe => ATARI_TEST_SHARE,
             Body::Mlp { .. } => 1.0,
         });
-        let mut notes = Vec::new();
+        let mut notes: Vec<String> =
+            Launch::ignored(|name| std::env::var(name).ok()).into_iter().collect();
         if spec.body == Body::AtariLstm
             && args.model.is_none()
             && !args.load
@@ -501,8 +511,9 @@ impl TrainConfig {
     }
 
     /// What every rank of a run across machines must share with rank 0: a3g's
-    /// version, the environment, the model and every training setting but the seed
-    /// and the number of workers, which follows each machine's cores.
+    /// version, the environment, the model, the trainer and every training setting
+    /// but the seed, the number of workers and GA3C's batching, which follow each
+    /// machine's cores.
     pub fn shared_settings(&self) -> serde_json::Value {
         let mut settings = serde_json::json!({
             "a3g version": env!("CARGO_PKG_VERSION"),
@@ -515,6 +526,14 @@ impl TrainConfig {
         {
             settings
                 .extend(trained.into_iter().filter(|(key, _)| key != "seed" && key != "workers"));
+            // The trainer, and what shapes its updates; GA3C's batching and threads
+            // follow each machine's cores and need not match.
+            let (trainer, steps) = match &self.trainer {
+                TrainerConfig::A3c(a3c) => ("a3c", serde_json::json!(a3c.rollout_lengths)),
+                TrainerConfig::Ga3c(ga3c) => ("ga3c", serde_json::json!(ga3c.num_steps)),
+            };
+            settings.insert("trainer".into(), serde_json::json!(trainer));
+            settings.insert("rollout lengths".into(), steps);
         }
         settings
     }

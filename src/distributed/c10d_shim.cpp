@@ -12,6 +12,7 @@
 #include <ATen/ATen.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <cstdint>
 #include <cstring>
 #include <exception>
@@ -20,25 +21,42 @@
 
 namespace {
 
+// Collectives wait with no deadline of their own: the timeout given to Gloo's options
+// bounds each of them, and fails it there, so no operation is left running (and
+// writing into a caller's buffer) after its wait has returned.
 struct Group {
   c10::intrusive_ptr<c10d::Store> store;
   c10::intrusive_ptr<c10d::ProcessGroupGloo> gloo;
-  std::chrono::milliseconds timeout;
 };
 
-// Copies the first line of `message` into `error` (of `capacity` bytes), ended by NUL.
-void report(const char* message, char* error, size_t capacity) {
+// Copies the first line of `message` into `error` (of `capacity` bytes), ended by NUL,
+// without allocating: it runs inside a catch handler, where a throw would abort.
+void report(const char* message, char* error, size_t capacity) noexcept {
   if (error == nullptr || capacity == 0) {
     return;
   }
-  std::string text(message);
-  auto line_end = text.find('\n');
-  if (line_end != std::string::npos) {
-    text.resize(line_end);
+  size_t length = strnlen(message, capacity - 1);
+  const void* line_end = std::memchr(message, '\n', length);
+  if (line_end != nullptr) {
+    length = static_cast<const char*>(line_end) - message;
   }
-  size_t length = std::min(text.size(), capacity - 1);
-  std::memcpy(error, text.data(), length);
+  std::memcpy(error, message, length);
   error[length] = '\0';
+}
+
+// The device Gloo's connections use: `bind_host` when given (a loopback run), else the
+// interface GLOO_SOCKET_IFNAME names, as torch.distributed honours it, else the
+// address this machine's hostname resolves to.
+std::shared_ptr<::gloo::transport::Device> gloo_device(const std::string& bind_host) {
+  if (!bind_host.empty()) {
+    return c10d::ProcessGroupGloo::createDeviceForHostname(bind_host);
+  }
+  const char* interfaces = std::getenv("GLOO_SOCKET_IFNAME");
+  if (interfaces != nullptr && interfaces[0] != '\0') {
+    std::string first(interfaces);
+    return c10d::ProcessGroupGloo::createDeviceForInterface(first.substr(0, first.find(',')));
+  }
+  return c10d::ProcessGroupGloo::createDefaultDevice();
 }
 
 // Runs `body`, turning anything it throws into a message and -1.
@@ -77,16 +95,16 @@ void* a3g_c10d_join(const char* host, uint16_t port, int rank, int world_size,
     options.waitWorkers = true;
     options.timeout = timeout;
     auto tcp = c10::make_intrusive<c10d::TCPStore>(std::string(host), options);
-    // A prefix of its own keeps a3g's keys apart from a launcher's in a shared store.
-    auto store = c10::make_intrusive<c10d::PrefixStore>("a3g", tcp);
+    // A prefix of its own keeps a3g's keys apart from a launcher's in a shared store,
+    // and apart from an earlier attempt's when torchrun restarts the ranks.
+    const char* restart = std::getenv("TORCHELASTIC_RESTART_COUNT");
+    std::string prefix = std::string("a3g/") + (restart == nullptr ? "0" : restart);
+    auto store = c10::make_intrusive<c10d::PrefixStore>(prefix, tcp);
     auto gloo_options = c10d::ProcessGroupGloo::Options::create(timeout);
-    std::string bind(bind_host == nullptr ? "" : bind_host);
-    gloo_options->devices.push_back(
-        bind.empty() ? c10d::ProcessGroupGloo::createDefaultDevice()
-                     : c10d::ProcessGroupGloo::createDeviceForHostname(bind));
+    gloo_options->devices.push_back(gloo_device(bind_host == nullptr ? "" : bind_host));
     auto gloo = c10::make_intrusive<c10d::ProcessGroupGloo>(store, rank, world_size,
                                                             gloo_options);
-    joined = new Group{store, gloo, timeout};
+    joined = new Group{store, gloo};
   });
   return joined;
 }
@@ -99,7 +117,7 @@ int a3g_c10d_all_reduce_sum(void* group, float* values, int64_t length, char* er
   auto* joined = static_cast<Group*>(group);
   return guarded(error, capacity, [&] {
     std::vector<at::Tensor> tensors{at::from_blob(values, {length}, at::kFloat)};
-    joined->gloo->allreduce(tensors)->wait(joined->timeout);
+    joined->gloo->allreduce(tensors)->wait();
   });
 }
 
@@ -111,7 +129,7 @@ int a3g_c10d_broadcast(void* group, uint8_t* bytes, int64_t length, int root,
     std::vector<at::Tensor> tensors{at::from_blob(bytes, {length}, at::kByte)};
     c10d::BroadcastOptions options;
     options.rootRank = root;
-    joined->gloo->broadcast(tensors, options)->wait(joined->timeout);
+    joined->gloo->broadcast(tensors, options)->wait();
   });
 }
 
@@ -126,7 +144,7 @@ int a3g_c10d_all_gather(void* group, int64_t value, int64_t* gathered, char* err
     for (int rank = 0; rank < world_size; ++rank) {
       output[0].push_back(at::empty({1}, at::kLong));
     }
-    joined->gloo->allgather(output, input)->wait(joined->timeout);
+    joined->gloo->allgather(output, input)->wait();
     for (int rank = 0; rank < world_size; ++rank) {
       gathered[rank] = output[0][rank].item<int64_t>();
     }

@@ -30,17 +30,14 @@ pub struct Launch {
 impl Launch {
     /// Reads the variables a launcher sets: torchrun's (RANK, WORLD_SIZE), then
     /// Slurm's (SLURM_PROCID, SLURM_NTASKS), then Open MPI's (OMPI_COMM_WORLD_RANK,
-    /// OMPI_COMM_WORLD_SIZE); each needs MASTER_ADDR, and MASTER_PORT defaults to
-    /// 29500. `None` when no launcher started this process: it runs as one machine.
+    /// OMPI_COMM_WORLD_SIZE), each with MASTER_ADDR, and MASTER_PORT defaulting to
+    /// 29500. `None` when no launcher started this process, or when MASTER_ADDR is not
+    /// set (a batch script's own variables, say): it runs as one machine.
     pub fn from_env(var: impl Fn(&str) -> Option<String>) -> Result<Option<Self>> {
-        let pairs = [
-            ("RANK", "WORLD_SIZE"),
-            ("SLURM_PROCID", "SLURM_NTASKS"),
-            ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"),
-        ];
-        let Some((rank_name, size_name)) =
-            pairs.into_iter().find(|(rank, size)| var(rank).is_some() && var(size).is_some())
-        else {
+        let Some((rank_name, size_name)) = launcher_variables(&var) else {
+            return Ok(None);
+        };
+        let Some(store_host) = var("MASTER_ADDR").filter(|host| !host.trim().is_empty()) else {
             return Ok(None);
         };
         let number = |name: &str| -> Result<usize> {
@@ -59,12 +56,6 @@ impl Launch {
                  world size"
             )));
         }
-        let store_host = var("MASTER_ADDR").filter(|host| !host.trim().is_empty()).ok_or_else(|| {
-            Error::BadArguments(format!(
-                "{rank_name} and {size_name} are set but MASTER_ADDR is not; set MASTER_ADDR (and MASTER_PORT) \
-                 to the address of rank 0's machine"
-            ))
-        })?;
         let store_port = match var("MASTER_PORT") {
             None => DEFAULT_PORT,
             Some(text) => text.trim().parse().ok().filter(|&port| port > 0).ok_or_else(|| {
@@ -84,6 +75,18 @@ impl Launch {
         }))
     }
 
+    /// What to tell a user whose environment names a rank but no MASTER_ADDR, which
+    /// runs on one machine: that it does, and how to train across machines instead.
+    pub fn ignored(var: impl Fn(&str) -> Option<String>) -> Option<String> {
+        let (rank_name, size_name) = launcher_variables(&var)?;
+        var("MASTER_ADDR").filter(|host| !host.trim().is_empty()).is_none().then(|| {
+            format!(
+                "note: {rank_name} and {size_name} are set but MASTER_ADDR is not, so this run trains on this \
+                 machine alone; set MASTER_ADDR (and MASTER_PORT) to rank 0's address to train across machines"
+            )
+        })
+    }
+
     /// The address Gloo's connections bind to: the loopback one when the store is on
     /// this machine's loopback, so that such a run never leaves the machine; else
     /// `None`, for the address this machine's hostname resolves to.
@@ -94,6 +97,19 @@ impl Launch {
             _ => None,
         }
     }
+}
+
+/// The rank and world-size variables of the first launcher whose pair is set.
+fn launcher_variables(
+    var: &impl Fn(&str) -> Option<String>,
+) -> Option<(&'static str, &'static str)> {
+    [
+        ("RANK", "WORLD_SIZE"),
+        ("SLURM_PROCID", "SLURM_NTASKS"),
+        ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"),
+    ]
+    .into_iter()
+    .find(|(rank, size)| var(rank).is_some() && var(size).is_some())
 }
 
 /// How long a rank waits for its peers, at the rendezvous and at each reduction,
@@ -160,8 +176,6 @@ mod tests {
     #[test]
     fn broken_launches_name_the_variable() {
         let message = |vars: &[(&str, &str)]| launch(vars).unwrap_err().to_string();
-        let no_master = message(&[("RANK", "0"), ("WORLD_SIZE", "2")]);
-        assert!(no_master.contains("MASTER_ADDR is not"), "{no_master}");
         let rank_too_big = message(&[("RANK", "2"), ("WORLD_SIZE", "2"), ("MASTER_ADDR", "a")]);
         assert!(rank_too_big.contains("below the world size"), "{rank_too_big}");
         let not_a_number = message(&[("RANK", "one"), ("WORLD_SIZE", "2"), ("MASTER_ADDR", "a")]);
@@ -173,8 +187,28 @@ mod tests {
             ("MASTER_PORT", "70000"),
         ]);
         assert!(bad_port.contains("MASTER_PORT is \"70000\""), "{bad_port}");
-        for text in [no_master, rank_too_big, not_a_number, bad_port] {
+        for text in [rank_too_big, not_a_number, bad_port] {
             assert!(!text.contains('\n'), "{text}");
         }
+    }
+
+    /// A rank's variables without MASTER_ADDR (a Slurm batch script's own, say) leave
+    /// the run on one machine, with a note saying so; with MASTER_ADDR, no note.
+    #[test]
+    fn a_rank_without_master_addr_runs_alone() {
+        let slurm = [("SLURM_PROCID", "0"), ("SLURM_NTASKS", "4")];
+        assert_eq!(launch(&slurm).unwrap(), None);
+        let vars: HashMap<&str, &str> = slurm.into_iter().collect();
+        let note =
+            Launch::ignored(|name| vars.get(name).map(|value| value.to_string())).expect("a note");
+        assert!(
+            note.starts_with("note: SLURM_PROCID and SLURM_NTASKS are set but MASTER_ADDR"),
+            "{note}"
+        );
+        let launched: HashMap<&str, &str> =
+            [("RANK", "0"), ("WORLD_SIZE", "2"), ("MASTER_ADDR", "127.0.0.1")]
+                .into_iter()
+                .collect();
+        assert_eq!(Launch::ignored(|name| launched.get(name).map(|value| value.to_string())), None);
     }
 }

@@ -141,12 +141,17 @@ impl RankSync {
                 std::thread::sleep(left.min(Duration::from_millis(20)));
             }
             let codes = self.group.all_gather(stop_code(stop.reason().as_ref()))?;
-            self.sum_counters()?;
-            self.sync_model()?;
-            if let Some((rank, &code)) = codes.iter().enumerate().find(|(_, code)| **code != 0) {
+            let stopping = codes.iter().enumerate().find(|(_, code)| **code != 0);
+            if let Some((rank, &code)) = stopping {
+                // Before the last sync, so that this rank's threads stop stepping
+                // while it runs and the ranks end on weights close to the agreed ones.
                 if !stop.requested() {
                     stop.request(reason_of(code, rank));
                 }
+            }
+            self.sum_counters()?;
+            self.sync_model()?;
+            if stopping.is_some() {
                 return Ok(());
             }
             let steps = self.counters.agent_steps.load(Ordering::Relaxed)
