@@ -135,20 +135,11 @@ impl Group {
     /// Sums `values` over the ranks, in place.
     pub fn all_reduce_sum(&mut self, values: &mut [f32]) -> Result<()> {
         #[cfg(a3g_c10d)]
-        {
-            let mut error = vec![0 as std::ffi::c_char; ERROR_CAPACITY];
-            // SAFETY: `values` is a live, exclusive buffer of the length passed.
-            let status = unsafe {
-                ffi::a3g_c10d_all_reduce_sum(
-                    self.raw.0,
-                    values.as_mut_ptr(),
-                    values.len() as i64,
-                    error.as_mut_ptr(),
-                    error.len(),
-                )
-            };
-            self.check(status, &error, "sum the ranks' changes")
-        }
+        // SAFETY: `values` is a live, exclusive buffer of the length passed.
+        return self.call("sum the ranks' changes", |group, error, capacity| unsafe {
+            let length = values.len() as i64;
+            ffi::a3g_c10d_all_reduce_sum(group, values.as_mut_ptr(), length, error, capacity)
+        });
         #[cfg(not(a3g_c10d))]
         {
             let _ = values;
@@ -159,21 +150,11 @@ impl Group {
     /// Gives every rank the `bytes` of rank `root`, in place.
     pub fn broadcast(&mut self, bytes: &mut [u8], root: usize) -> Result<()> {
         #[cfg(a3g_c10d)]
-        {
-            let mut error = vec![0 as std::ffi::c_char; ERROR_CAPACITY];
-            // SAFETY: `bytes` is a live, exclusive buffer of the length passed.
-            let status = unsafe {
-                ffi::a3g_c10d_broadcast(
-                    self.raw.0,
-                    bytes.as_mut_ptr(),
-                    bytes.len() as i64,
-                    root as i32,
-                    error.as_mut_ptr(),
-                    error.len(),
-                )
-            };
-            self.check(status, &error, "receive rank 0's data")
-        }
+        // SAFETY: `bytes` is a live, exclusive buffer of the length passed.
+        return self.call("share a rank's data", |group, error, capacity| unsafe {
+            let (length, root) = (bytes.len() as i64, root as i32);
+            ffi::a3g_c10d_broadcast(group, bytes.as_mut_ptr(), length, root, error, capacity)
+        });
         #[cfg(not(a3g_c10d))]
         {
             let _ = (bytes, root);
@@ -186,18 +167,10 @@ impl Group {
         #[cfg(a3g_c10d)]
         {
             let mut gathered = vec![0i64; self.world_size];
-            let mut error = vec![0 as std::ffi::c_char; ERROR_CAPACITY];
             // SAFETY: `gathered` holds one value per rank, as the shim writes.
-            let status = unsafe {
-                ffi::a3g_c10d_all_gather(
-                    self.raw.0,
-                    value,
-                    gathered.as_mut_ptr(),
-                    error.as_mut_ptr(),
-                    error.len(),
-                )
-            };
-            self.check(status, &error, "gather the ranks' values")?;
+            self.call("gather the ranks' values", |group, error, capacity| unsafe {
+                ffi::a3g_c10d_all_gather(group, value, gathered.as_mut_ptr(), error, capacity)
+            })?;
             Ok(gathered)
         }
         #[cfg(not(a3g_c10d))]
@@ -207,16 +180,23 @@ impl Group {
         }
     }
 
+    /// Runs one of the shim's collectives, `exchange`, with room for its error, which
+    /// becomes this rank's one-line failure to `action`.
     #[cfg(a3g_c10d)]
-    fn check(&self, status: i32, error: &[std::ffi::c_char], action: &'static str) -> Result<()> {
-        if status == 0 {
+    fn call(
+        &mut self,
+        action: &'static str,
+        exchange: impl FnOnce(*mut std::ffi::c_void, *mut std::ffi::c_char, usize) -> i32,
+    ) -> Result<()> {
+        let mut error = vec![0 as std::ffi::c_char; ERROR_CAPACITY];
+        if exchange(self.raw.0, error.as_mut_ptr(), error.len()) == 0 {
             return Ok(());
         }
         Err(Error::Peers {
             rank: self.rank,
             world_size: self.world_size,
             action,
-            reason: message(error),
+            reason: message(&error),
             advice: PEER_ADVICE,
         })
     }
