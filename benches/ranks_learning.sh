@@ -7,10 +7,12 @@
 # steps as a ratio of the one process's.
 #
 # Usage: benches/ranks_learning.sh [ROUNDS [SEED]]   (defaults 3 rounds, seed 1)
+#   SYNC_INTERVAL=S syncs the ranks every S seconds (default 1, a3g's default).
 set -euo pipefail
 root="$(cd "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/.." && pwd)"
 rounds=${1:-3}
 seed=${2:-1}
+interval=${SYNC_INTERVAL:-1}
 a3g=${A3G_BINARY:-$root/target/release/a3g}
 "$root/a3g" --version >/dev/null
 scratch=$(mktemp -d)
@@ -34,13 +36,13 @@ two_ranks() {
         local dir="$scratch/rank$rank"
         rm -rf "$dir" && mkdir -p "$dir"
         (cd "$dir" && RANK=$rank WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port \
-            "$a3g" "${recipe[@]}" --seed "$1" --workers 1 >out.log 2>err.log) &
+            "$a3g" "${recipe[@]}" --seed "$1" --workers 1 --sync-interval "$interval" >out.log 2>err.log) &
     done
     wait
     echo "$(steps_of "$scratch/rank0/out.log") $((SECONDS - started))"
 }
 
-echo "CartPole-v1 to --stop-at-mean 475: one process of 2 workers against 2 ranks of 1; $(nproc) cores"
+echo "CartPole-v1 to --stop-at-mean 475: one process of 2 workers against 2 ranks of 1 syncing every $interval s; $(nproc) cores"
 for round in $(seq 1 "$rounds"); do
     run_seed=$((seed + round))
     if (( round % 2 == 1 )); then
