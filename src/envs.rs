@@ -35,7 +35,7 @@ pub fn run(args: &EnvsArgs) -> Result<()> {
         let mut line = format!("{id:<34} {:<24} {shape:?}", action_space.to_string());
         if let (false, Some(game)) = (listing_all, game) {
             let crop = options.crops.for_game(&game);
-            line.push_str(&format!("  crop rows {}..{}", crop.crop1, (crop.crop2 + 160).min(210)));
+            line.push_str(&format!("  crop rows {}..{}", crop.crop1, crop.rows_end()));
         }
         lines.push(line);
     }

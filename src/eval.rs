@@ -52,10 +52,9 @@ pub fn run(args: &EvalArgs) -> Result<()> {
     let played = checkpoint::load_model(&config.load_model_dir, &env_id)?;
     let (path, tensors) = (played.path, played.tensors);
     let screen = checkpoint::implied_screen(&tensors);
-    let config = match &played.trained_with {
-        Some((trained, sidecar)) => config.as_trained(screen, Some(trained), sidecar)?,
-        None => config.as_trained(screen, None, &path)?,
-    };
+    let trained =
+        played.trained_with.as_ref().map(|(trained, sidecar)| (trained, sidecar.as_path()));
+    let config = config.as_trained(screen, trained)?;
     if config.env.crop() != env_crop || screen != Screen::Gray80 {
         env = config.env.make(0)?;
     }

@@ -73,38 +73,35 @@ pub fn run(args: &TrainArgs) -> Result<()> {
     };
     let mut trainer = chosen.start(&config, &shared, &monitor.counters, &supervisor)?;
     let (games_tx, games) = channel::unbounded::<EpisodeStats>();
-    if !config.leads() {
-        // Rank 0 alone plays test games; the channel stays open, and empty, for the
-        // monitor, which otherwise takes a closed one for a test agent that died.
-        monitor.watch(&games, trainer.as_mut());
-        drop(games_tx);
-        let failure = supervisor.join(trainer.into_threads().into_iter().chain(sync_thread));
-        return monitor.finish(failure);
-    }
-    let test_agent = TestAgent {
-        env: test_env,
-        spec: config.spec.clone(),
-        // The reference's test agent runs on the last listed GPU.
-        device: *config.devices.last().expect("at least one device"),
-        shared: shared.handle(),
-        max_episode_length: config.env.max_episode_length,
-        core_share: config.test_share,
-        pinned: monitor.pinned.clone(),
-    };
-    let (stop, started) = (monitor.stop.clone(), monitor.started);
-    let test_thread = match supervisor
-        .spawn("test agent", move || test_agent.run(stop, started, games_tx))
-    {
-        Ok(handle) => handle,
-        Err(err) => {
-            supervisor.fail(err);
-            let failure = supervisor.join(trainer.into_threads().into_iter().chain(sync_thread));
-            return monitor.finish(failure);
+    // Rank 0 alone plays test games. The other ranks keep the sender, unused, so that
+    // the monitor does not take a closed channel for a test agent that died.
+    let (test_thread, _idle_sender) = if config.leads() {
+        let test_agent = TestAgent {
+            env: test_env,
+            spec: config.spec.clone(),
+            // The reference's test agent runs on the last listed GPU.
+            device: *config.devices.last().expect("at least one device"),
+            shared: shared.handle(),
+            max_episode_length: config.env.max_episode_length,
+            core_share: config.test_share,
+            pinned: monitor.pinned.clone(),
+        };
+        let (stop, started) = (monitor.stop.clone(), monitor.started);
+        match supervisor.spawn("test agent", move || test_agent.run(stop, started, games_tx)) {
+            Ok(handle) => (Some(handle), None),
+            Err(err) => {
+                supervisor.fail(err);
+                let failure =
+                    supervisor.join(trainer.into_threads().into_iter().chain(sync_thread));
+                return monitor.finish(failure);
+            }
         }
+    } else {
+        (None, Some(games_tx))
     };
 
     monitor.watch(&games, trainer.as_mut());
-    let threads = trainer.into_threads().into_iter().chain([test_thread]).chain(sync_thread);
+    let threads = trainer.into_threads().into_iter().chain(test_thread).chain(sync_thread);
     let failure = supervisor.join(threads);
     monitor.finish(failure)
 }

@@ -80,27 +80,23 @@ impl EnvConfig {
     /// `screen`, and the crop rows `trained` records unless `--env-config` names
     /// others, since a model fed other rows than it learned from plays blind. Says so
     /// on stderr when the recorded rows replace the ones the flags gave.
-    fn as_trained(
-        &self,
-        screen: Screen,
-        trained: Option<&TrainedWith>,
-        source: &Path,
-    ) -> Result<Self> {
-        let mut options = EnvOptions { screen, ..self.options.clone() };
-        let recorded = trained.and_then(|trained| trained.crop).filter(|_| !self.crops_from_flag);
-        if let Some(recorded) = recorded {
-            let with_flags = EnvConfig { options: options.clone(), ..self.clone() }.crop();
-            if with_flags.is_some_and(|crop| crop != recorded) {
+    /// `trained` comes with the sidecar that recorded it, named if its rows are bad.
+    fn as_trained(&self, screen: Screen, trained: Option<(&TrainedWith, &Path)>) -> Result<Self> {
+        let mut env =
+            EnvConfig { options: EnvOptions { screen, ..self.options.clone() }, ..self.clone() };
+        let recorded = trained.and_then(|(trained, source)| Some((trained.crop?, source)));
+        if let (Some((recorded, source)), false) = (recorded, self.crops_from_flag) {
+            if env.crop().is_some_and(|crop| crop != recorded) {
                 console::warn(&format!(
                     "note: playing rows {}..{} of the screen, as the checkpoint was trained; --env-config \
                      chooses others",
                     recorded.crop1,
-                    (recorded.crop2 + 160).min(210)
+                    recorded.rows_end()
                 ));
-                options.crops = CropTable::only(recorded, source)?;
+                env.options.crops = CropTable::only(recorded, source)?;
             }
         }
-        Ok(EnvConfig { options, ..self.clone() })
+        Ok(env)
     }
 }
 
@@ -373,7 +369,10 @@ impl TrainConfig {
         if let Some(checkpoint) = &resume {
             let screen = resumed_screen(args, &checkpoint.sidecar)?;
             let trained = checkpoint.sidecar.trained_with.as_ref();
-            env = env.as_trained(screen, trained, &checkpoint.files.sidecar)?;
+            env = env.as_trained(
+                screen,
+                trained.map(|trained| (trained, checkpoint.files.sidecar.as_path())),
+            )?;
         }
         let screen = env.options.screen;
         let remake = screen != flag_screen || env.options.crops != flag_crops;
@@ -612,15 +611,14 @@ impl EvalConfig {
     }
 
     /// The environments a checkpoint's model was trained on: Atari screens prepared
-    /// as its network wants, and the crop rows its sidecar (at `source`) records,
-    /// unless --env-config names others.
+    /// as its network wants, and the crop rows its sidecar (the path beside them)
+    /// records, unless --env-config names others.
     pub fn as_trained(
         self,
         screen: Screen,
-        trained: Option<&TrainedWith>,
-        source: &Path,
+        trained: Option<(&TrainedWith, &Path)>,
     ) -> Result<Self> {
-        Ok(EvalConfig { env: self.env.as_trained(screen, trained, source)?, ..self })
+        Ok(EvalConfig { env: self.env.as_trained(screen, trained)?, ..self })
     }
 }
 

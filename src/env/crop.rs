@@ -26,6 +26,12 @@ pub struct Crop {
 }
 
 impl Crop {
+    /// Where the kept rows of a 210-row screen end (exclusive): `crop2 + 160`, at most
+    /// the screen's last row.
+    pub fn rows_end(&self) -> usize {
+        (self.crop2 + 160).min(SCREEN_ROWS)
+    }
+
     /// Why the entry `key` cannot crop a screen, if it cannot.
     fn fault(&self, key: &str) -> Option<String> {
         // The kept rows are crop1..min(crop2 + 160, 210) of the 210-row screen; bounding
@@ -36,7 +42,7 @@ impl Crop {
                 self.crop2
             ));
         }
-        (self.crop1 >= (self.crop2 + 160).min(SCREEN_ROWS)).then(|| {
+        (self.crop1 >= self.rows_end()).then(|| {
             format!(
                 "entry {key:?} keeps no rows (crop1 {} is not below min(crop2 + 160, {SCREEN_ROWS}))",
                 self.crop1
