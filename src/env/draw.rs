@@ -1,16 +1,19 @@
-//! Pictures of the classic-control tasks for recorded games: a few shapes drawn
+//! Pictures of the classic-control and Box2D tasks for recorded games: a few shapes drawn
 //! in a fixed palette, enough to see what the agent does.
 
 use super::Frame;
 
-/// The colours of every classic-control picture.
-pub const PALETTE: [[u8; 3]; 6] = [
+/// The colours of every drawn scene.
+pub const PALETTE: [[u8; 3]; 9] = [
     [255, 255, 255], // background
     [0, 0, 0],       // cart, track, links
     [202, 152, 101], // pole
     [129, 132, 203], // axles and joints
     [204, 77, 77],   // pendulum rod
     [204, 204, 0],   // goal flag
+    [128, 102, 230], // lander
+    [77, 77, 128],   // lander's outline
+    [255, 140, 40],  // engine flame
 ];
 
 pub const BACKGROUND: u8 = 0;
@@ -19,6 +22,9 @@ pub const POLE: u8 = 2;
 pub const JOINT: u8 = 3;
 pub const ROD: u8 = 4;
 pub const FLAG: u8 = 5;
+pub const LANDER: u8 = 6;
+pub const LANDER_EDGE: u8 = 7;
+pub const FLAME: u8 = 8;
 
 /// A picture under construction; coordinates are pixels, y pointing down.
 pub struct Canvas {
@@ -82,6 +88,33 @@ impl Canvas {
         });
     }
 
+    /// A filled polygon (even-odd rule, so any simple polygon, convex or not).
+    pub fn polygon(&mut self, points: &[(f64, f64)], color: u8) {
+        let Some(bounds) = bounding_box(points) else { return };
+        self.fill(bounds, color, |x, y| {
+            let mut inside = false;
+            let mut previous = points[points.len() - 1];
+            for &current in points {
+                if (current.1 > y) != (previous.1 > y) {
+                    let crossing = previous.0
+                        + (y - previous.1) / (current.1 - previous.1) * (current.0 - previous.0);
+                    if x < crossing {
+                        inside = !inside;
+                    }
+                }
+                previous = current;
+            }
+            inside
+        });
+    }
+
+    /// A polygon's closed outline, one pixel wide.
+    pub fn outline(&mut self, points: &[(f64, f64)], color: u8) {
+        for (index, &point) in points.iter().enumerate() {
+            self.line(point, points[(index + 1) % points.len()], 1.0, color);
+        }
+    }
+
     /// A filled circle.
     pub fn disc(&mut self, center: (f64, f64), radius: f64, color: u8) {
         self.line(center, center, 2.0 * radius, color);
@@ -95,6 +128,13 @@ impl Canvas {
             pixels: self.pixels,
         }
     }
+}
+
+fn bounding_box(points: &[(f64, f64)]) -> Option<(f64, f64, f64, f64)> {
+    let first = *points.first()?;
+    Some(points.iter().fold((first.0, first.1, first.0, first.1), |(x0, y0, x1, y1), &(x, y)| {
+        (x0.min(x), y0.min(y), x1.max(x), y1.max(y))
+    }))
 }
 
 #[cfg(test)]
@@ -117,5 +157,28 @@ mod tests {
         assert_eq!((at(0, 7), at(1, 7), at(0, 6), at(1, 6)), (FLAG, FLAG, FLAG, BACKGROUND));
         let colored = frame.pixels.iter().filter(|&&p| p != BACKGROUND).count();
         assert_eq!(colored, 2 + 5 + 3, "rect, line, the disc's visible corner");
+    }
+
+    /// A concave polygon leaves its notch empty.
+    #[test]
+    fn polygons_fill_their_inside_only() {
+        let mut canvas = Canvas::new(6, 6);
+        // A U shape: the notch is x 2..4, y 0..3.
+        let u_shape = [
+            (0.0, 0.0),
+            (2.0, 0.0),
+            (2.0, 3.0),
+            (4.0, 3.0),
+            (4.0, 0.0),
+            (6.0, 0.0),
+            (6.0, 6.0),
+            (0.0, 6.0),
+        ];
+        canvas.polygon(&u_shape, LANDER);
+        let frame = canvas.into_frame();
+        let at = |x: usize, y: usize| frame.pixels[y * 6 + x];
+        assert_eq!((at(0, 0), at(5, 0), at(3, 4), at(3, 5)), (LANDER, LANDER, LANDER, LANDER));
+        assert_eq!((at(2, 0), at(3, 2)), (BACKGROUND, BACKGROUND));
+        assert_eq!(frame.pixels.iter().filter(|&&p| p == BACKGROUND).count(), 6);
     }
 }

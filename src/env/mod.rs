@@ -1,11 +1,13 @@
 //! Environments the trainer runs, behind one interface: Atari games through the ALE
-//! emulator with Gym's id semantics and the reference's wrapper stack, and Gym's
-//! classic-control tasks.
+//! emulator with Gym's id semantics and the reference's wrapper stack, Gym's
+//! classic-control tasks, and Gymnasium's Box2D tasks.
 
 pub mod atari;
+pub mod box2d;
 pub mod classic;
 pub mod crop;
 pub mod draw;
+pub mod numpy_rng;
 pub mod rng;
 pub mod wrappers;
 
@@ -177,15 +179,19 @@ pub fn make(id: &str, options: &EnvOptions) -> Result<Box<dyn Env>> {
     if let Some(env) = classic::make(id, options.seed) {
         return Ok(env);
     }
+    if let Some(env) = box2d::make(id, options.seed) {
+        return Ok(env);
+    }
     match atari::AtariId::parse(id) {
         Some(atari_id) => atari::make(atari_id, options),
         None => Err(Error::UnknownEnv { id: id.to_string(), suggestions: closest_ids(id, 3) }),
     }
 }
 
-/// Every id `make` accepts: classic control first, then each game in every id family.
+/// Every id `make` accepts: classic control first, Box2D, then each game in every id family.
 pub fn all_ids() -> Vec<String> {
-    let mut ids: Vec<String> = classic::IDS.iter().map(|(id, _)| id.to_string()).collect();
+    let mut ids: Vec<String> =
+        classic::IDS.iter().chain(&box2d::IDS).map(|(id, _)| id.to_string()).collect();
     ids.extend(atari::all_ids());
     ids
 }

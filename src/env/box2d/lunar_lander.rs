@@ -1,0 +1,414 @@
+//! Gymnasium's LunarLander-v3: a lander with two spring legs, a main engine and two
+//! side engines, pushed at random from the top of the screen, to be set down between
+//! the flags. Four discrete actions (nothing, left engine, main engine, right engine),
+//! or with `continuous` two values: main throttle and side direction.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use wrapped2d::b2;
+use wrapped2d::dynamics::world::callbacks::ContactAccess;
+use wrapped2d::user_data::NoUserData;
+
+use super::{vec2, OwnedWorld, Scene, World};
+use crate::env::draw::{Canvas, BACKGROUND, FLAG, FLAME, INK, LANDER, LANDER_EDGE};
+use crate::env::numpy_rng::NumpyRng;
+use crate::env::{Action, ActionSpace, Frame};
+
+const FPS: f64 = 50.0;
+/// Pixels per metre of Gymnasium's 600x400 viewport.
+const SCALE: f64 = 30.0;
+const MAIN_ENGINE_POWER: f64 = 13.0;
+const SIDE_ENGINE_POWER: f64 = 0.6;
+const INITIAL_RANDOM: f64 = 1000.0;
+const LANDER_POLY: [(f64, f64); 6] =
+    [(-14.0, 17.0), (-17.0, 0.0), (-17.0, -10.0), (17.0, -10.0), (17.0, 0.0), (14.0, 17.0)];
+const LEG_AWAY: f64 = 20.0;
+const LEG_DOWN: f64 = 18.0;
+const LEG_W: f64 = 2.0;
+const LEG_H: f64 = 8.0;
+const LEG_SPRING_TORQUE: f64 = 40.0;
+const SIDE_ENGINE_HEIGHT: f64 = 14.0;
+const SIDE_ENGINE_AWAY: f64 = 12.0;
+const MAIN_ENGINE_Y_LOCATION: f64 = 4.0;
+const VIEWPORT_W: f64 = 600.0;
+const VIEWPORT_H: f64 = 400.0;
+const CHUNKS: usize = 11;
+const GRAVITY: f64 = -10.0;
+
+/// What the contact listener saw during the world's steps.
+#[derive(Default)]
+struct Contacts {
+    /// The lander's body touched the ground: a crash, for the rest of the episode.
+    hull_touched: AtomicBool,
+    /// Each leg touches the ground now.
+    leg_on_ground: [AtomicBool; 2],
+}
+
+struct ContactWatch {
+    lander: b2::BodyHandle,
+    legs: [b2::BodyHandle; 2],
+    contacts: Arc<Contacts>,
+}
+
+impl ContactWatch {
+    fn mark(&self, access: &ContactAccess<NoUserData>, touching: bool) {
+        let bodies = [access.body_a.handle(), access.body_b.handle()];
+        if touching && bodies.contains(&self.lander) {
+            self.contacts.hull_touched.store(true, Ordering::Relaxed);
+        }
+        for (leg, on_ground) in self.legs.iter().zip(&self.contacts.leg_on_ground) {
+            if bodies.contains(leg) {
+                on_ground.store(touching, Ordering::Relaxed);
+            }
+        }
+    }
+}
+
+impl b2::ContactListener<NoUserData> for ContactWatch {
+    fn begin_contact(&mut self, access: ContactAccess<NoUserData>) {
+        self.mark(&access, true);
+    }
+
+    fn end_contact(&mut self, access: ContactAccess<NoUserData>) {
+        self.mark(&access, false);
+    }
+}
+
+/// One episode's world and what Gymnasium's Python keeps beside it.
+struct Episode {
+    world: OwnedWorld,
+    lander: b2::BodyHandle,
+    legs: [b2::BodyHandle; 2],
+    contacts: Arc<Contacts>,
+    /// The terrain's vertices, left to right, in metres.
+    terrain: Vec<(f64, f64)>,
+    helipad_x: (f64, f64),
+    helipad_y: f64,
+    previous_shaping: Option<f64>,
+    /// Engine powers of the last step, for drawing flames.
+    last_powers: (f64, f64, f64),
+}
+
+pub struct LunarLander {
+    continuous: bool,
+    episode: Option<Episode>,
+}
+
+impl LunarLander {
+    pub fn new(continuous: bool) -> Self {
+        LunarLander { continuous, episode: None }
+    }
+
+    fn build(&self, rng: &mut NumpyRng) -> Episode {
+        let mut world = World::new(&vec2(0.0, GRAVITY));
+        let width = VIEWPORT_W / SCALE;
+        let height = VIEWPORT_H / SCALE;
+        let mut heights: Vec<f64> = (0..=CHUNKS).map(|_| rng.uniform(0.0, height / 2.0)).collect();
+        let chunk_x: Vec<f64> =
+            (0..CHUNKS).map(|i| width / (CHUNKS - 1) as f64 * i as f64).collect();
+        let helipad_x = (chunk_x[CHUNKS / 2 - 1], chunk_x[CHUNKS / 2 + 1]);
+        let helipad_y = height / 4.0;
+        heights[CHUNKS / 2 - 2..=CHUNKS / 2 + 2].fill(helipad_y);
+        // Gymnasium smooths with Python's indexing, where the first chunk's left
+        // neighbour (index -1) is the last height drawn.
+        let smooth_y: Vec<f64> = (0..CHUNKS)
+            .map(|i| {
+                let left = heights[(i + heights.len() - 1) % heights.len()];
+                0.33 * (left + heights[i] + heights[i + 1])
+            })
+            .collect();
+
+        let moon = world.create_body(&b2::BodyDef::new());
+        {
+            let mut moon = world.body_mut(moon);
+            let floor = b2::EdgeShape::new_with(&vec2(0.0, 0.0), &vec2(width, 0.0));
+            moon.create_fixture(&floor, &mut b2::FixtureDef::new());
+            for i in 0..CHUNKS - 1 {
+                let edge = b2::EdgeShape::new_with(
+                    &vec2(chunk_x[i], smooth_y[i]),
+                    &vec2(chunk_x[i + 1], smooth_y[i + 1]),
+                );
+                let mut fixture = b2::FixtureDef { friction: 0.1, ..b2::FixtureDef::new() };
+                moon.create_fixture(&edge, &mut fixture);
+            }
+        }
+
+        let initial = (VIEWPORT_W / SCALE / 2.0, VIEWPORT_H / SCALE);
+        let lander = create_dynamic_body(&mut world, initial, 0.0);
+        {
+            let points: Vec<b2::Vec2> =
+                LANDER_POLY.iter().map(|&(x, y)| vec2(x / SCALE, y / SCALE)).collect();
+            let shape = b2::PolygonShape::new_with(&points);
+            let mut fixture = b2::FixtureDef {
+                density: 5.0,
+                friction: 0.1,
+                restitution: 0.0,
+                filter: b2::Filter { category_bits: 0x0010, mask_bits: 0x001, group_index: 0 },
+                ..b2::FixtureDef::new()
+            };
+            let mut body = world.body_mut(lander);
+            body.create_fixture(&shape, &mut fixture);
+            let push = vec2(
+                rng.uniform(-INITIAL_RANDOM, INITIAL_RANDOM),
+                rng.uniform(-INITIAL_RANDOM, INITIAL_RANDOM),
+            );
+            body.apply_force_to_center(&push, true);
+        }
+
+        let legs = [-1.0, 1.0].map(|side: f64| {
+            let position = (initial.0 - side * LEG_AWAY / SCALE, initial.1);
+            let leg = create_dynamic_body(&mut world, position, side * 0.05);
+            let shape = b2::PolygonShape::new_box((LEG_W / SCALE) as f32, (LEG_H / SCALE) as f32);
+            let mut fixture = b2::FixtureDef {
+                density: 1.0,
+                restitution: 0.0,
+                filter: b2::Filter { category_bits: 0x0020, mask_bits: 0x001, group_index: 0 },
+                ..b2::FixtureDef::new()
+            };
+            world.body_mut(leg).create_fixture(&shape, &mut fixture);
+            let (lower, upper) = if side < 0.0 { (0.9 - 0.5, 0.9) } else { (-0.9, -0.9 + 0.5) };
+            // pybox2d's joint definition, given both bodies, sets the reference angle to
+            // their difference, so each leg's limits count from its tilt at creation.
+            let reference_angle =
+                f64::from(world.body(leg).angle()) - f64::from(world.body(lander).angle());
+            let joint = b2::RevoluteJointDef {
+                reference_angle: reference_angle as f32,
+                local_anchor_a: vec2(0.0, 0.0),
+                local_anchor_b: vec2(side * LEG_AWAY / SCALE, LEG_DOWN / SCALE),
+                enable_motor: true,
+                enable_limit: true,
+                max_motor_torque: LEG_SPRING_TORQUE as f32,
+                motor_speed: (0.3 * side) as f32,
+                lower_angle: lower as f32,
+                upper_angle: upper as f32,
+                ..b2::RevoluteJointDef::new(lander, leg)
+            };
+            world.create_joint(&joint);
+            leg
+        });
+
+        let contacts = Arc::new(Contacts::default());
+        world.set_contact_listener(Box::new(ContactWatch {
+            lander,
+            legs,
+            contacts: Arc::clone(&contacts),
+        }));
+        let terrain = chunk_x.iter().copied().zip(smooth_y.iter().copied()).collect();
+        Episode {
+            world: OwnedWorld(world),
+            lander,
+            legs,
+            contacts,
+            terrain,
+            helipad_x,
+            helipad_y,
+            previous_shaping: None,
+            last_powers: (0.0, 0.0, 0.0),
+        }
+    }
+
+    /// The engines' powers for an action: main (0 or 0.5..1), and side (0 or 0.5..1)
+    /// with its direction (-1 fires the left engine, pushing right).
+    fn powers(&self, action: &Action) -> (f64, f64, f64) {
+        match (self.continuous, action) {
+            (true, Action::Continuous(values)) if values.len() == 2 => {
+                let main = values[0].clamp(-1.0, 1.0) as f64;
+                let lateral = values[1].clamp(-1.0, 1.0) as f64;
+                let main_power = if main > 0.0 { (main.clamp(0.0, 1.0) + 1.0) * 0.5 } else { 0.0 };
+                let (side_power, direction) = if lateral.abs() > 0.5 {
+                    (lateral.abs().clamp(0.5, 1.0), lateral.signum())
+                } else {
+                    (0.0, 0.0)
+                };
+                (main_power, side_power, direction)
+            }
+            (false, &Action::Discrete(index)) if index < 4 => match index {
+                2 => (1.0, 0.0, 0.0),
+                1 | 3 => (0.0, 1.0, index as f64 - 2.0),
+                _ => (0.0, 0.0, 0.0),
+            },
+            (true, other) => panic!("action {other:?} is not two continuous values"),
+            (false, other) => panic!("action {other:?} is not one of 4 discrete actions"),
+        }
+    }
+}
+
+fn create_dynamic_body(world: &mut World, (x, y): (f64, f64), angle: f64) -> b2::BodyHandle {
+    let definition = b2::BodyDef {
+        body_type: b2::BodyType::Dynamic,
+        position: vec2(x, y),
+        angle: angle as f32,
+        ..b2::BodyDef::new()
+    };
+    world.create_body(&definition)
+}
+
+impl Scene for LunarLander {
+    fn action_space(&self) -> ActionSpace {
+        if self.continuous {
+            ActionSpace::Continuous { low: vec![-1.0; 2], high: vec![1.0; 2] }
+        } else {
+            ActionSpace::Discrete { n: 4 }
+        }
+    }
+
+    fn observation_len(&self) -> usize {
+        8
+    }
+
+    fn reset(&mut self, rng: &mut NumpyRng) -> Vec<f32> {
+        self.episode = Some(self.build(rng));
+        // Gymnasium's reset returns the observation after one step of doing nothing.
+        let idle =
+            if self.continuous { Action::Continuous(vec![0.0, 0.0]) } else { Action::Discrete(0) };
+        self.step(&idle, rng).0
+    }
+
+    fn step(&mut self, action: &Action, rng: &mut NumpyRng) -> (Vec<f32>, f64, bool) {
+        let (main_power, side_power, direction) = self.powers(action);
+        let episode = self.episode.as_mut().expect("reset builds the world before any step");
+        let world = &mut episode.world.0;
+        {
+            let mut lander = world.body_mut(episode.lander);
+            let angle = f64::from(lander.angle());
+            let tip = (angle.sin(), angle.cos());
+            let side = (-tip.1, tip.0);
+            let dispersion = [rng.uniform(-1.0, 1.0) / SCALE, rng.uniform(-1.0, 1.0) / SCALE];
+            let position = *lander.position();
+            let (px, py) = (f64::from(position.x), f64::from(position.y));
+            if main_power > 0.0 {
+                let reach = MAIN_ENGINE_Y_LOCATION / SCALE + 2.0 * dispersion[0];
+                let ox = tip.0 * reach + side.0 * dispersion[1];
+                let oy = -tip.1 * reach - side.1 * dispersion[1];
+                let impulse = vec2(
+                    -ox * MAIN_ENGINE_POWER * main_power,
+                    -oy * MAIN_ENGINE_POWER * main_power,
+                );
+                lander.apply_linear_impulse(&impulse, &vec2(px + ox, py + oy), true);
+            }
+            if side_power > 0.0 {
+                let away = 3.0 * dispersion[1] + direction * SIDE_ENGINE_AWAY / SCALE;
+                let ox = tip.0 * dispersion[0] + side.0 * away;
+                let oy = -tip.1 * dispersion[0] - side.1 * away;
+                let at = vec2(
+                    px + ox - tip.0 * 17.0 / SCALE,
+                    py + oy + tip.1 * SIDE_ENGINE_HEIGHT / SCALE,
+                );
+                let impulse = vec2(
+                    -ox * SIDE_ENGINE_POWER * side_power,
+                    -oy * SIDE_ENGINE_POWER * side_power,
+                );
+                lander.apply_linear_impulse(&impulse, &at, true);
+            }
+        }
+        world.step((1.0 / FPS) as f32, 6 * 30, 2 * 30);
+        episode.last_powers = (main_power, side_power, direction);
+
+        let lander = world.body(episode.lander);
+        let position = lander.position();
+        let velocity = lander.linear_velocity();
+        let leg_contact = |leg: usize| {
+            if episode.contacts.leg_on_ground[leg].load(Ordering::Relaxed) {
+                1.0
+            } else {
+                0.0
+            }
+        };
+        let state = [
+            (f64::from(position.x) - VIEWPORT_W / SCALE / 2.0) / (VIEWPORT_W / SCALE / 2.0),
+            (f64::from(position.y) - (episode.helipad_y + LEG_DOWN / SCALE))
+                / (VIEWPORT_H / SCALE / 2.0),
+            f64::from(velocity.x) * (VIEWPORT_W / SCALE / 2.0) / FPS,
+            f64::from(velocity.y) * (VIEWPORT_H / SCALE / 2.0) / FPS,
+            f64::from(lander.angle()),
+            20.0 * f64::from(lander.angular_velocity()) / FPS,
+            leg_contact(0),
+            leg_contact(1),
+        ];
+        let shaping = -100.0 * (state[0] * state[0] + state[1] * state[1]).sqrt()
+            - 100.0 * (state[2] * state[2] + state[3] * state[3]).sqrt()
+            - 100.0 * state[4].abs()
+            + 10.0 * state[6]
+            + 10.0 * state[7];
+        let mut reward = episode.previous_shaping.map_or(0.0, |previous| shaping - previous);
+        episode.previous_shaping = Some(shaping);
+        reward -= main_power * 0.30;
+        reward -= side_power * 0.03;
+        let mut terminated = false;
+        if episode.contacts.hull_touched.load(Ordering::Relaxed) || state[0].abs() >= 1.0 {
+            terminated = true;
+            reward = -100.0;
+        }
+        // At rest: Box2D put the lander to sleep, a landing.
+        if !lander.is_awake() {
+            terminated = true;
+            reward = 100.0;
+        }
+        (state.iter().map(|&value| value as f32).collect(), reward, terminated)
+    }
+
+    fn draw(&self) -> Frame {
+        let mut canvas = Canvas::new(VIEWPORT_W as usize, VIEWPORT_H as usize);
+        let Some(episode) = &self.episode else { return canvas.into_frame() };
+        let to_pixels = |(x, y): (f64, f64)| (x * SCALE, VIEWPORT_H - y * SCALE);
+        // The sky is black above the terrain; the ground below stays the background.
+        canvas.rect((0.0, 0.0), (VIEWPORT_W, VIEWPORT_H), INK);
+        let mut ground: Vec<(f64, f64)> =
+            episode.terrain.iter().map(|&point| to_pixels(point)).collect();
+        ground.push((VIEWPORT_W, VIEWPORT_H));
+        ground.push((0.0, VIEWPORT_H));
+        canvas.polygon(&ground, BACKGROUND);
+
+        let world = &episode.world.0;
+        let lander = world.body(episode.lander);
+        let place = |body: &b2::Body, (x, y): (f64, f64)| {
+            let point = body.world_point(&vec2(x, y));
+            to_pixels((f64::from(point.x), f64::from(point.y)))
+        };
+        let (main_power, side_power, direction) = episode.last_powers;
+        if main_power > 0.0 {
+            let length = 10.0 + 20.0 * main_power;
+            let flame = [(-5.0, -10.0), (5.0, -10.0), (0.0, -10.0 - length)];
+            let points: Vec<(f64, f64)> =
+                flame.iter().map(|&(x, y)| place(&lander, (x / SCALE, y / SCALE))).collect();
+            canvas.polygon(&points, FLAME);
+        }
+        if side_power > 0.0 {
+            // The engine on the side opposite the push fires outwards.
+            let outward = -direction;
+            let root = (outward * 17.0, SIDE_ENGINE_HEIGHT - 10.0);
+            let tip_x = root.0 + outward * (6.0 + 10.0 * side_power);
+            let flame = [(root.0, root.1 + 3.0), (root.0, root.1 - 3.0), (tip_x, root.1)];
+            let points: Vec<(f64, f64)> =
+                flame.iter().map(|&(x, y)| place(&lander, (x / SCALE, y / SCALE))).collect();
+            canvas.polygon(&points, FLAME);
+        }
+        let hull: Vec<(f64, f64)> =
+            LANDER_POLY.iter().map(|&(x, y)| place(&lander, (x / SCALE, y / SCALE))).collect();
+        canvas.polygon(&hull, LANDER);
+        canvas.outline(&hull, LANDER_EDGE);
+        for &leg in &episode.legs {
+            let leg = world.body(leg);
+            let (w, h) = (LEG_W / SCALE, LEG_H / SCALE);
+            let corners: Vec<(f64, f64)> = [(-w, -h), (w, -h), (w, h), (-w, h)]
+                .iter()
+                .map(|&corner| place(&leg, corner))
+                .collect();
+            canvas.polygon(&corners, LANDER);
+            canvas.outline(&corners, LANDER_EDGE);
+        }
+        for x in [episode.helipad_x.0, episode.helipad_x.1] {
+            let (x, pole_foot) = to_pixels((x, episode.helipad_y));
+            let pole_top = pole_foot - 50.0;
+            canvas.line((x, pole_foot), (x, pole_top), 1.0, BACKGROUND);
+            canvas
+                .polygon(&[(x, pole_top), (x, pole_top + 10.0), (x + 25.0, pole_top + 5.0)], FLAG);
+        }
+        canvas.into_frame()
+    }
+
+    fn step_seconds(&self) -> f64 {
+        1.0 / FPS
+    }
+}

@@ -1,0 +1,134 @@
+//! Gymnasium's Box2D tasks on Box2D 2.3.1 (the engine, through the wrapped2d crate):
+//! LunarLander-v3 and LunarLanderContinuous-v3.
+//!
+//! Box2D computes in f32 as in Gymnasium (PyPI's box2d 2.3.10 carries the same 2.3
+//! engine); what Gymnasium's Python computes in doubles around it (engine impulses,
+//! observations, shaping rewards) is computed here in f64 in the same order, and the
+//! random draws come from NumPy's generator seeded as Gymnasium seeds it, so a seed
+//! plays Gymnasium's episode (tests/fixtures/make_box2d_fixture.py records them).
+
+mod lunar_lander;
+
+use wrapped2d::b2;
+use wrapped2d::user_data::NoUserData;
+
+use super::numpy_rng::NumpyRng;
+use super::{Action, ActionSpace, Env, Frame, Step};
+
+/// The Box2D ids with their Gymnasium step limits.
+pub const IDS: [(&str, u32); 2] = [("LunarLander-v3", 1000), ("LunarLanderContinuous-v3", 1000)];
+
+type World = b2::World<NoUserData>;
+
+/// A Box2D world that moves between threads with the environment owning it.
+///
+/// wrapped2d's world holds raw pointers to its C++ b2World, so it is not `Send`. The
+/// world is owned by one environment, reached only through `&mut self`, and Box2D 2.3
+/// keeps no state outside the world (no globals, no thread-locals), so moving the whole
+/// of it to another thread is sound.
+struct OwnedWorld(World);
+
+// SAFETY: see the type's comment: exclusive ownership, no state outside the world.
+unsafe impl Send for OwnedWorld {}
+
+/// The physics of one task, as the wrapper below drives it.
+trait Scene: Send {
+    fn action_space(&self) -> ActionSpace;
+    fn observation_len(&self) -> usize;
+    /// Builds a fresh world for an episode; returns the first observation.
+    fn reset(&mut self, rng: &mut NumpyRng) -> Vec<f32>;
+    /// Plays one action: the observation, the reward and whether the task ended it.
+    fn step(&mut self, action: &Action, rng: &mut NumpyRng) -> (Vec<f32>, f64, bool);
+    fn draw(&self) -> Frame;
+    fn step_seconds(&self) -> f64;
+}
+
+/// Creates the Box2D task `id`, or `None` if `id` is not one.
+pub fn make(id: &str, seed: u64) -> Option<Box<dyn Env>> {
+    let &(id, max_episode_steps) = IDS.iter().find(|(known, _)| *known == id)?;
+    let scene: Box<dyn Scene> = match id {
+        "LunarLander-v3" => Box::new(lunar_lander::LunarLander::new(false)),
+        "LunarLanderContinuous-v3" => Box::new(lunar_lander::LunarLander::new(true)),
+        _ => unreachable!("IDS and this match list the same tasks"),
+    };
+    let action_space = scene.action_space();
+    let observation_shape = vec![scene.observation_len() as i64];
+    let mut env = Box2dEnv {
+        id,
+        scene,
+        rng: NumpyRng::new(seed),
+        action_space,
+        observation_shape,
+        max_episode_steps,
+        elapsed_steps: 0,
+        physics_steps: 0,
+    };
+    // A world exists from the start, so that rendering or stepping before the first
+    // reset shows an episode rather than nothing.
+    env.scene.reset(&mut env.rng);
+    Some(Box::new(env))
+}
+
+/// A task under Gymnasium's TimeLimit.
+struct Box2dEnv {
+    id: &'static str,
+    scene: Box<dyn Scene>,
+    rng: NumpyRng,
+    action_space: ActionSpace,
+    observation_shape: Vec<i64>,
+    max_episode_steps: u32,
+    elapsed_steps: u32,
+    physics_steps: u64,
+}
+
+impl Env for Box2dEnv {
+    fn id(&self) -> &str {
+        self.id
+    }
+
+    fn action_space(&self) -> &ActionSpace {
+        &self.action_space
+    }
+
+    fn observation_shape(&self) -> &[i64] {
+        &self.observation_shape
+    }
+
+    fn reset(&mut self, seed: Option<u64>) -> Vec<f32> {
+        if let Some(seed) = seed {
+            self.rng = NumpyRng::new(seed);
+        }
+        self.elapsed_steps = 0;
+        self.scene.reset(&mut self.rng)
+    }
+
+    fn step(&mut self, action: &Action) -> Step {
+        let (observation, reward, terminated) = self.scene.step(action, &mut self.rng);
+        self.elapsed_steps += 1;
+        self.physics_steps += 1;
+        Step {
+            observation,
+            reward: reward as f32,
+            terminated,
+            truncated: self.elapsed_steps >= self.max_episode_steps,
+            lives: 0,
+            life_lost: false,
+        }
+    }
+
+    fn env_frames(&self) -> u64 {
+        self.physics_steps
+    }
+
+    fn render(&mut self) -> Frame {
+        self.scene.draw()
+    }
+
+    fn step_seconds(&self) -> f64 {
+        self.scene.step_seconds()
+    }
+}
+
+fn vec2(x: f64, y: f64) -> b2::Vec2 {
+    b2::Vec2 { x: x as f32, y: y as f32 }
+}
