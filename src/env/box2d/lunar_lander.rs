@@ -412,3 +412,57 @@ impl Scene for LunarLander {
         1.0 / FPS
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::env::draw::{FLAG, FLAME, LANDER};
+    use crate::env::{box2d, Action};
+
+    fn count(pixels: &[u8], color: u8) -> usize {
+        pixels.iter().filter(|&&pixel| pixel == color).count()
+    }
+
+    /// The picture shows the lander, both flags and the ground; a flame only while an
+    /// engine fires.
+    #[test]
+    fn drawing_shows_lander_flags_and_flames() {
+        let mut env = box2d::make("LunarLander-v3", 3).expect("LunarLander-v3");
+        env.reset(None);
+        let idle = env.render();
+        assert_eq!((idle.width, idle.height), (600, 400));
+        assert!(count(&idle.pixels, LANDER) > 500, "the hull is about 34 x 27 pixels");
+        assert_eq!(count(&idle.pixels, FLAG), 2 * 125, "two 25 x 10 pennants");
+        assert_eq!(count(&idle.pixels, FLAME), 0);
+        env.step(&Action::Discrete(2));
+        assert!(count(&env.render().pixels, FLAME) > 50, "the main engine's flame");
+        env.step(&Action::Discrete(3));
+        assert!(count(&env.render().pixels, FLAME) > 20, "a side engine's flame");
+    }
+
+    /// Worlds stepped on other threads give what the same worlds give on this one (the
+    /// Box2D world is moved between threads with its environment).
+    #[test]
+    fn threads_play_as_this_thread_does() {
+        let play = |seed: u64| -> Vec<Vec<f32>> {
+            let mut env = box2d::make("LunarLanderContinuous-v3", seed).expect("id");
+            let mut observations = vec![env.reset(None)];
+            for step in 0..300 {
+                let phase = step as f32 * 0.1;
+                let result = env.step(&Action::Continuous(vec![phase.sin(), phase.cos()]));
+                let done = result.done();
+                observations.push(result.observation);
+                if done {
+                    observations.push(env.reset(None));
+                }
+            }
+            observations
+        };
+        let here: Vec<_> = (0..3).map(play).collect();
+        let threads: Vec<_> = std::thread::scope(|scope| {
+            let handles: Vec<_> = (0..3).map(|seed| scope.spawn(move || play(seed))).collect();
+            handles.into_iter().map(|handle| handle.join().expect("thread")).collect()
+        });
+        assert_eq!(here, threads);
+        assert_ne!(here[0], here[1], "seeds differ");
+    }
+}
