@@ -4,7 +4,9 @@
 //!
 //! Two parts, each following NumPy's published algorithm: SeedSequence hashes the seed
 //! into the 128-bit state and increment (`generate_state(4, uint64)`), and PCG64 is the
-//! 128-bit LCG with the XSL-RR output. Doubles take the top 53 bits, as NumPy's do.
+//! 128-bit LCG with the XSL-RR output. Doubles take the top 53 bits, as NumPy's do;
+//! bounded integers use Lemire's method on 32-bit draws, each 64-bit output giving
+//! its low half first and keeping the high half for the next 32-bit draw.
 
 const INIT_A: u32 = 0x43b0_d7e5;
 const MULT_A: u32 = 0x931e_8875;
@@ -21,6 +23,8 @@ const PCG_MULTIPLIER: u128 = 0x2360_ed05_1fc6_5da4_4385_df64_9fcc_f645;
 pub struct NumpyRng {
     state: u128,
     increment: u128,
+    /// The high half of the last 64 bits a 32-bit draw split, not yet handed out.
+    spare_u32: Option<u32>,
 }
 
 impl NumpyRng {
@@ -30,7 +34,7 @@ impl NumpyRng {
         let wide = |high: u64, low: u64| (u128::from(high) << 64) | u128::from(low);
         let initial_state = wide(words[0], words[1]);
         let sequence = wide(words[2], words[3]);
-        let mut rng = NumpyRng { state: 0, increment: (sequence << 1) | 1 };
+        let mut rng = NumpyRng { state: 0, increment: (sequence << 1) | 1, spare_u32: None };
         rng.advance();
         rng.state = rng.state.wrapping_add(initial_state);
         rng.advance();
@@ -56,6 +60,36 @@ impl NumpyRng {
     /// `uniform(low, high)`, with NumPy's arithmetic.
     pub fn uniform(&mut self, low: f64, high: f64) -> f64 {
         low + (high - low) * self.next_f64()
+    }
+
+    fn next_u32(&mut self) -> u32 {
+        if let Some(spare) = self.spare_u32.take() {
+            return spare;
+        }
+        let bits = self.next_u64();
+        self.spare_u32 = Some((bits >> 32) as u32);
+        bits as u32
+    }
+
+    /// `integers(low, high)`: uniform in [low, high), for spans below 2^32.
+    pub fn integers(&mut self, low: i64, high: i64) -> i64 {
+        assert!(low < high && high - low <= 1 << 32, "integers({low}, {high}) is outside what the tasks draw");
+        let span = high - low;
+        if span == 1 {
+            return low;
+        }
+        if span == 1 << 32 {
+            return low + i64::from(self.next_u32());
+        }
+        let span = span as u32;
+        let mut product = u64::from(self.next_u32()) * u64::from(span);
+        if (product as u32) < span {
+            let threshold = span.wrapping_neg() % span;
+            while (product as u32) < threshold {
+                product = u64::from(self.next_u32()) * u64::from(span);
+            }
+        }
+        low + (product >> 32) as i64
     }
 }
 
@@ -146,5 +180,20 @@ mod tests {
             assert_eq!(drawn, randoms, "seed {seed}");
             assert_eq!(rng.uniform(-1000.0, 1000.0), uniform, "seed {seed}");
         }
+    }
+
+    /// Integers interleaved with doubles, as BipedalWalker's terrain draws them; NumPy
+    /// 2.4's figures for the same calls.
+    #[test]
+    fn integers_match_numpy() {
+        let mut rng = NumpyRng::new(9);
+        assert_eq!(rng.integers(3, 5), 3);
+        assert_eq!(rng.uniform(-1.0, 1.0), -0.426_365_581_824_889_26);
+        assert_eq!((rng.integers(1, 5), rng.integers(5, 10)), (4, 5));
+        assert_eq!(rng.next_f64(), 0.777_534_082_920_178_8);
+        assert_eq!((rng.integers(4, 5), rng.integers(-9999, 9999)), (4, 2062));
+        let mut rng = NumpyRng::new(123);
+        let drawn: Vec<i64> = (0..12).map(|_| rng.integers(1, 5)).collect();
+        assert_eq!(drawn, [1, 3, 3, 1, 4, 1, 2, 1, 2, 1, 2, 4]);
     }
 }
