@@ -172,15 +172,22 @@ fn atari_stack_observations_and_frames() {
     assert!(rewards <= -1.0 && rewards.fract() == 0.0, "rewards {rewards}");
 }
 
-/// Gymnasium's Box2D episodes (tests/fixtures/make_box2d_fixture.py: landings flown by
-/// Gymnasium's heuristic pilot, crashes under random actions), replayed action by action
-/// from the same seed. The terrain and pushes (NumPy's generator), the flight on Box2D
-/// and the Python-side arithmetic match exactly: every observation is the same float
-/// and every reward the same up to a3g's f32, until the lander first touches the ground.
-/// From there the engines differ (PyPI's box2d carries Box2D 2.3.0 with patches,
-/// wrapped2d 2.3.1, whose contact code rounds differently), by at most a few 1e-5 in
-/// these episodes: observations are held to 1e-4 and rewards (shaping is 100 times
-/// distances) to 1e-2, and every flag and episode length must be the same.
+/// Gymnasium's Box2D episodes (tests/fixtures/make_box2d_fixture.py), replayed action by
+/// action from the same seed: the lander's (landings flown by Gymnasium's heuristic
+/// pilot, crashes under random actions) and the walker's (random torques, and a crude
+/// gait that falls), normal and Hardcore.
+///
+/// The terrain and pushes (NumPy's generator), the flight on Box2D and the Python-side
+/// arithmetic match exactly: until the lander first touches the ground every
+/// observation is the same float and every reward the same up to a3g's f32. Contacts
+/// are where the engines differ: PyPI's box2d carries Box2D 2.3.0 with patches and
+/// wrapped2d 2.3.1, whose contact and time-of-impact code round differently. From the
+/// lander's touchdown on they agree within 1e-4 (rewards, 100 times distances, within
+/// 1e-2). The walker stands on the ground from its first step, and its legs' contacts
+/// carry the differences on, growing as a chaotic system's do: within 2e-4 over the
+/// first 80 steps (a random Hardcore episode passed 1e-3 at step 83 and drifted apart
+/// later), so beyond 80 steps only the flags are compared. Every terminated and
+/// truncated flag and every episode's length must be the same.
 #[test]
 fn box2d_tasks_match_gymnasium() {
     let fixture: serde_json::Value =
@@ -193,18 +200,27 @@ fn box2d_tasks_match_gymnasium() {
             .map(|x| x.as_f64().expect("number") as f32)
             .collect()
     };
+    let gap = |ours: &[f32], theirs: &[f32]| {
+        ours.iter().zip(theirs).map(|(a, b)| (a - b).abs()).fold(0.0, f32::max)
+    };
     let episodes = fixture["episodes"].as_array().expect("episodes");
-    assert_eq!(episodes.len(), 10);
+    assert_eq!(episodes.len(), 14);
     let mut exact_steps = 0;
     for episode in episodes {
         let id = episode["id"].as_str().expect("id");
         let seed = episode["seed"].as_u64().expect("seed");
+        let walker = id.starts_with("BipedalWalker");
         let mut env =
             env::make(id, &EnvOptions { seed: 12345, ..EnvOptions::default() }).expect("make");
         let context = format!("{id} seed {seed}");
-        assert_eq!(env.reset(Some(seed)), floats(&episode["reset"]), "{context}: reset");
+        let reset = env.reset(Some(seed));
+        if walker {
+            assert!(gap(&reset, &floats(&episode["reset"])) <= 2e-4, "{context}: reset");
+        } else {
+            assert_eq!(reset, floats(&episode["reset"]), "{context}: reset");
+        }
         let steps = episode["steps"].as_array().expect("steps");
-        let mut touched_ground = false;
+        let mut touched_ground = walker;
         for (index, expected) in steps.iter().enumerate() {
             let action = match &expected["action"] {
                 serde_json::Value::Array(_) => Action::Continuous(floats(&expected["action"])),
@@ -216,34 +232,38 @@ fn box2d_tasks_match_gymnasium() {
             let reward = expected["reward"].as_f64().expect("reward");
             let terminated = expected["terminated"].as_bool().expect("terminated");
             touched_ground |= terminated || observation[6] > 0.0 || observation[7] > 0.0;
-            if touched_ground {
-                let gap = step.observation.iter().zip(&observation).map(|(a, b)| (a - b).abs());
+            let reward_gap = (f64::from(step.reward) - reward).abs();
+            if walker {
+                if index < 80 {
+                    assert!(
+                        gap(&step.observation, &observation) <= 2e-4,
+                        "{context}: {:?} against {observation:?}",
+                        step.observation
+                    );
+                    assert!(
+                        reward_gap <= 1e-3,
+                        "{context}: reward {} against {reward}",
+                        step.reward
+                    );
+                }
+            } else if touched_ground {
                 assert!(
-                    gap.fold(0.0, f32::max) <= 1e-4,
+                    gap(&step.observation, &observation) <= 1e-4,
                     "{context}: {:?} against {observation:?}",
                     step.observation
                 );
-                assert!(
-                    (f64::from(step.reward) - reward).abs() <= 1e-2,
-                    "{context}: reward {} against {reward}",
-                    step.reward
-                );
+                assert!(reward_gap <= 1e-2, "{context}: reward {} against {reward}", step.reward);
             } else {
                 assert_eq!(step.observation, observation, "{context}");
                 assert_eq!(step.reward, reward as f32, "{context}: reward");
                 exact_steps += 1;
             }
             assert_eq!(step.terminated, terminated, "{context}");
-            assert_eq!(
-                step.truncated,
-                expected["truncated"].as_bool().expect("truncated"),
-                "{context}"
-            );
+            let truncated = expected["truncated"].as_bool().expect("truncated");
+            assert_eq!(step.truncated, truncated, "{context}");
         }
-        assert!(
-            steps.last().is_some_and(|last| last["terminated"].as_bool() == Some(true)),
-            "{context} ends"
-        );
+        let ended = steps.last().is_some_and(|last| last["terminated"].as_bool() == Some(true));
+        assert!(ended || (walker && steps.len() == 250), "{context}: ends where Gymnasium's did");
     }
-    assert!(exact_steps > 1000, "most steps are flight, compared exactly: {exact_steps}");
+    assert!(exact_steps > 1000, "most lander steps are flight, compared exactly: {exact_steps}");
 }

@@ -4,7 +4,7 @@
 use super::Frame;
 
 /// The colours of every drawn scene.
-pub const PALETTE: [[u8; 3]; 9] = [
+pub const PALETTE: [[u8; 3]; 19] = [
     [255, 255, 255], // background
     [0, 0, 0],       // cart, track, links
     [202, 152, 101], // pole
@@ -14,6 +14,16 @@ pub const PALETTE: [[u8; 3]; 9] = [
     [128, 102, 230], // lander
     [77, 77, 128],   // lander's outline
     [255, 140, 40],  // engine flame
+    [215, 215, 255], // walker's sky
+    [102, 153, 76],  // walker's ground
+    [76, 230, 76],   // grass line
+    [127, 51, 229],  // walker's hull
+    [76, 76, 127],   // walker's outlines
+    [255, 0, 0],     // lidar rays
+    [153, 153, 153], // obstacles' outline
+    [230, 51, 0],    // start pennant
+    [178, 101, 152], // left leg
+    [128, 51, 102],  // right leg
 ];
 
 pub const BACKGROUND: u8 = 0;
@@ -25,6 +35,16 @@ pub const FLAG: u8 = 5;
 pub const LANDER: u8 = 6;
 pub const LANDER_EDGE: u8 = 7;
 pub const FLAME: u8 = 8;
+pub const SKY: u8 = 9;
+pub const GROUND: u8 = 10;
+pub const GRASS: u8 = 11;
+pub const HULL: u8 = 12;
+pub const HULL_EDGE: u8 = 13;
+pub const LIDAR: u8 = 14;
+pub const OBSTACLE_EDGE: u8 = 15;
+pub const PENNANT: u8 = 16;
+pub const WALKER_LEFT_LEG: u8 = 17;
+pub const WALKER_RIGHT_LEG: u8 = 18;
 
 /// A picture under construction; coordinates are pixels, y pointing down.
 pub struct Canvas {

@@ -73,7 +73,10 @@ impl NumpyRng {
 
     /// `integers(low, high)`: uniform in [low, high), for spans below 2^32.
     pub fn integers(&mut self, low: i64, high: i64) -> i64 {
-        assert!(low < high && high - low <= 1 << 32, "integers({low}, {high}) is outside what the tasks draw");
+        assert!(
+            low < high && high - low <= 1 << 32,
+            "integers({low}, {high}) is outside what the tasks draw"
+        );
         let span = high - low;
         if span == 1 {
             return low;

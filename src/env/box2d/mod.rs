@@ -1,5 +1,6 @@
 //! Gymnasium's Box2D tasks on Box2D 2.3.1 (the engine, through the wrapped2d crate):
-//! LunarLander-v3 and LunarLanderContinuous-v3.
+//! LunarLander-v3, LunarLanderContinuous-v3, BipedalWalker-v3 and
+//! BipedalWalkerHardcore-v3.
 //!
 //! Box2D computes in f32 as in Gymnasium (PyPI's box2d 2.3.10 carries the same 2.3
 //! engine); what Gymnasium's Python computes in doubles around it (engine impulses,
@@ -7,6 +8,7 @@
 //! random draws come from NumPy's generator seeded as Gymnasium seeds it, so a seed
 //! plays Gymnasium's episode (tests/fixtures/make_box2d_fixture.py records them).
 
+mod bipedal_walker;
 mod lunar_lander;
 
 use wrapped2d::b2;
@@ -16,7 +18,12 @@ use super::numpy_rng::NumpyRng;
 use super::{Action, ActionSpace, Env, Frame, Step};
 
 /// The Box2D ids with their Gymnasium step limits.
-pub const IDS: [(&str, u32); 2] = [("LunarLander-v3", 1000), ("LunarLanderContinuous-v3", 1000)];
+pub const IDS: [(&str, u32); 4] = [
+    ("LunarLander-v3", 1000),
+    ("LunarLanderContinuous-v3", 1000),
+    ("BipedalWalker-v3", 1600),
+    ("BipedalWalkerHardcore-v3", 2000),
+];
 
 type World = b2::World<NoUserData>;
 
@@ -35,7 +42,8 @@ unsafe impl Send for OwnedWorld {}
 trait Scene: Send {
     fn action_space(&self) -> ActionSpace;
     fn observation_len(&self) -> usize;
-    /// Builds a fresh world for an episode; returns the first observation.
+    /// Builds an episode's bodies; returns the first observation. The first reset builds
+    /// the first episode, as in Gymnasium, whose worlds this matches call for call.
     fn reset(&mut self, rng: &mut NumpyRng) -> Vec<f32>;
     /// Plays one action: the observation, the reward and whether the task ended it.
     fn step(&mut self, action: &Action, rng: &mut NumpyRng) -> (Vec<f32>, f64, bool);
@@ -49,11 +57,13 @@ pub fn make(id: &str, seed: u64) -> Option<Box<dyn Env>> {
     let scene: Box<dyn Scene> = match id {
         "LunarLander-v3" => Box::new(lunar_lander::LunarLander::new(false)),
         "LunarLanderContinuous-v3" => Box::new(lunar_lander::LunarLander::new(true)),
+        "BipedalWalker-v3" => Box::new(bipedal_walker::BipedalWalker::new(false)),
+        "BipedalWalkerHardcore-v3" => Box::new(bipedal_walker::BipedalWalker::new(true)),
         _ => unreachable!("IDS and this match list the same tasks"),
     };
     let action_space = scene.action_space();
     let observation_shape = vec![scene.observation_len() as i64];
-    let mut env = Box2dEnv {
+    Some(Box::new(Box2dEnv {
         id,
         scene,
         rng: NumpyRng::new(seed),
@@ -62,11 +72,7 @@ pub fn make(id: &str, seed: u64) -> Option<Box<dyn Env>> {
         max_episode_steps,
         elapsed_steps: 0,
         physics_steps: 0,
-    };
-    // A world exists from the start, so that rendering or stepping before the first
-    // reset shows an episode rather than nothing.
-    env.scene.reset(&mut env.rng);
-    Some(Box::new(env))
+    }))
 }
 
 /// A task under Gymnasium's TimeLimit.
