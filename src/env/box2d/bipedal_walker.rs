@@ -543,8 +543,10 @@ impl Scene for BipedalWalker {
         let scroll = f64::from(hull.position().x) - VIEWPORT_W / SCALE / 5.0;
         let to_pixels = |(x, y): (f64, f64)| ((x - scroll) * SCALE, VIEWPORT_H - y * SCALE);
         canvas.rect((0.0, 0.0), (VIEWPORT_W, VIEWPORT_H), SKY);
+        // Clouds drift at half the ground's pace, as in Gymnasium's picture.
         for cloud in &episode.terrain.clouds {
-            let points: Vec<(f64, f64)> = cloud.iter().map(|&point| to_pixels(point)).collect();
+            let points: Vec<(f64, f64)> =
+                cloud.iter().map(|&(x, y)| to_pixels((x + scroll / 2.0, y))).collect();
             canvas.polygon(&points, BACKGROUND);
         }
         for pair in episode.terrain.points.windows(2) {
@@ -602,6 +604,36 @@ impl Scene for BipedalWalker {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::env::box2d;
+
+    /// The picture follows the walker and shows sky, ground, its hull and both legs,
+    /// the lidar's rays and, at the start, the pennant; Hardcore's obstacles when they
+    /// come into view.
+    #[test]
+    fn drawing_shows_walker_lidar_and_ground() {
+        let count = |frame: &Frame, color: u8| frame.pixels.iter().filter(|&&p| p == color).count();
+        let mut env = box2d::make("BipedalWalkerHardcore-v3", 4).expect("id");
+        env.reset(None);
+        let frame = env.render();
+        assert_eq!((frame.width, frame.height), (600, 400));
+        assert!(count(&frame, HULL) > 500, "the hull is about 64 x 17 pixels");
+        // The legs start side by side, the right one drawn over the left.
+        assert!(count(&frame, WALKER_LEFT_LEG) + count(&frame, WALKER_RIGHT_LEG) > 300);
+        assert!(count(&frame, LIDAR) > 100, "ten rays");
+        assert!(count(&frame, PENNANT) > 100);
+        assert!(count(&frame, GROUND) > 30_000 && count(&frame, SKY) > 100_000);
+        // Carried along the course (the picture scrolls with the hull), it meets the
+        // stumps, stairs and pits Hardcore's seed 4 raises.
+        let mut obstacle_pixels = 0;
+        for x in [20.0, 40.0, 60.0] {
+            let mut scene = BipedalWalker::new(true);
+            scene.reset(&mut NumpyRng::new(4));
+            let hull = scene.episode.as_ref().unwrap().hull;
+            scene.world.0.body_mut(hull).set_transform(&vec2(x, 8.0), 0.0);
+            obstacle_pixels += count(&scene.draw(), OBSTACLE_EDGE);
+        }
+        assert!(obstacle_pixels > 100, "obstacles drawn: {obstacle_pixels}");
+    }
 
     /// Gymnasium's terrains for the fixture's seeds (tests/fixtures/make_box2d_fixture.py):
     /// the same ground heights and obstacle corners, Hardcore's stumps, stairs and pits
