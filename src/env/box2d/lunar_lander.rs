@@ -428,6 +428,10 @@ mod tests {
     fn drawing_shows_lander_flags_and_flames() {
         let mut env = box2d::make("LunarLander-v3", 3).expect("LunarLander-v3");
         env.reset(None);
+        // It starts at the top edge, half out of the picture; let it fall into view.
+        for _ in 0..40 {
+            env.step(&Action::Discrete(0));
+        }
         let idle = env.render();
         assert_eq!((idle.width, idle.height), (600, 400));
         assert!(count(&idle.pixels, LANDER) > 500, "the hull is about 34 x 27 pixels");
