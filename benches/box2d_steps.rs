@@ -3,7 +3,7 @@
 //! set beside benches/box2d_steps.py, which replays them in Gymnasium.
 //!
 //! Run: `benches/box2d_steps.sh`, which alternates the two on one core; the figures
-//! go to docs/benchmarks.md.
+//! go to docs/benchmarks.md. The one argument picks the ids starting with it.
 
 use std::time::{Duration, Instant};
 
@@ -28,7 +28,9 @@ fn episodes() -> Vec<Episode> {
         index => Action::Discrete(index.as_u64().expect("index") as usize),
     };
     let list = fixture["episodes"].as_array().expect("episodes");
+    let prefix = std::env::args().nth(1).expect("an id prefix: LunarLander or BipedalWalker");
     list.iter()
+        .filter(|episode| episode["id"].as_str().is_some_and(|id| id.starts_with(&prefix)))
         .map(|episode| Episode {
             id: episode["id"].as_str().expect("id").to_string(),
             seed: episode["seed"].as_u64().expect("seed"),
@@ -60,5 +62,6 @@ fn main() {
         }
     }
     let rate = steps as f64 / start.elapsed().as_secs_f64();
-    println!("a3g {rate:.0} steps/s ({steps} steps of {} Gymnasium episodes)", episodes.len());
+    let prefix = std::env::args().nth(1).unwrap_or_default();
+    println!("a3g {prefix}: {rate:.0} steps/s ({steps} steps of {} Gymnasium episodes)", episodes.len());
 }

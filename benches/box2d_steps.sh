@@ -24,6 +24,9 @@ bench=$(ls -t target/release/deps/box2d_steps-* | grep -v '\.d$' | head -n 1)
 
 for round in $(seq "${1:-3}"); do
     echo "round $round"
-    taskset -c 0 "$bench"
-    PYGAME_HIDE_SUPPORT_PROMPT=1 PYTHONPATH="$gymnasium_deps" taskset -c 0 python3 benches/box2d_steps.py
+    for family in LunarLander BipedalWalker; do
+        taskset -c 0 "$bench" "$family"
+        PYGAME_HIDE_SUPPORT_PROMPT=1 PYTHONPATH="$gymnasium_deps" taskset -c 0 \
+            python3 benches/box2d_steps.py "$family"
+    done
 done
