@@ -63,5 +63,8 @@ fn main() {
     }
     let rate = steps as f64 / start.elapsed().as_secs_f64();
     let prefix = std::env::args().nth(1).unwrap_or_default();
-    println!("a3g {prefix}: {rate:.0} steps/s ({steps} steps of {} Gymnasium episodes)", episodes.len());
+    println!(
+        "a3g {prefix}: {rate:.0} steps/s ({steps} steps of {} Gymnasium episodes)",
+        episodes.len()
+    );
 }

@@ -69,7 +69,13 @@ fn envs_lists_every_id() {
         line("ALE/Breakout-v5").contains("Discrete(4)")
             && line("ALE/Breakout-v5").ends_with("[1, 80, 80]")
     );
-    assert_eq!(run.stdout.lines().count(), 6 + 61 * 7);
+    assert!(
+        line("LunarLander-v3").contains("Discrete(4)") && line("LunarLander-v3").ends_with("[8]")
+    );
+    assert!(line("BipedalWalkerHardcore-v3").contains("Box([-1.0, -1.0, -1.0, -1.0]"));
+    assert!(line("BipedalWalker-v3").ends_with("[24]"));
+    // Classic control, Box2D, then each Atari game in its seven id families.
+    assert_eq!(run.stdout.lines().count(), 6 + 4 + 61 * 7);
 }
 
 /// Named ids are described with the crop rows their game gets; a game the crop file
