@@ -8,14 +8,11 @@
 //! calls shapes Box2D's broad phase and so the order contacts are solved in, so it is
 //! kept here call for call.
 
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use wrapped2d::b2;
-use wrapped2d::dynamics::world::callbacks::ContactAccess;
-use wrapped2d::user_data::NoUserData;
 
-use super::{vec2, OwnedWorld, Scene, World};
+use super::{vec2, ContactWatch, Contacts, OwnedWorld, Scene, World};
 use crate::env::draw::{
     Canvas, BACKGROUND, GRASS, GROUND, HULL, HULL_EDGE, LIDAR, OBSTACLE_EDGE, PENNANT, SKY,
     WALKER_LEFT_LEG, WALKER_RIGHT_LEG,
@@ -57,43 +54,6 @@ enum Ground {
     Stump,
     Stairs,
     Pit,
-}
-
-#[derive(Default)]
-struct Contacts {
-    hull_touched: AtomicBool,
-    /// Each lower leg touches the ground now.
-    foot_on_ground: [AtomicBool; 2],
-}
-
-struct ContactWatch {
-    hull: b2::BodyHandle,
-    lower_legs: [b2::BodyHandle; 2],
-    contacts: Arc<Contacts>,
-}
-
-impl ContactWatch {
-    fn mark(&self, access: &ContactAccess<NoUserData>, touching: bool) {
-        let bodies = [access.body_a.handle(), access.body_b.handle()];
-        if touching && bodies.contains(&self.hull) {
-            self.contacts.hull_touched.store(true, Ordering::Relaxed);
-        }
-        for (leg, on_ground) in self.lower_legs.iter().zip(&self.contacts.foot_on_ground) {
-            if bodies.contains(leg) {
-                on_ground.store(touching, Ordering::Relaxed);
-            }
-        }
-    }
-}
-
-impl b2::ContactListener<NoUserData> for ContactWatch {
-    fn begin_contact(&mut self, access: ContactAccess<NoUserData>) {
-        self.mark(&access, true);
-    }
-
-    fn end_contact(&mut self, access: ContactAccess<NoUserData>) {
-        self.mark(&access, false);
-    }
 }
 
 /// The terrain as generated, in metres, for the picture.
@@ -329,12 +289,7 @@ impl BipedalWalker {
             joints.push(knee);
         }
         let legs: [b2::BodyHandle; 4] = legs.try_into().expect("four leg segments");
-        let contacts = Arc::new(Contacts::default());
-        world.set_contact_listener(Box::new(ContactWatch {
-            hull,
-            lower_legs: [legs[1], legs[3]],
-            contacts: Arc::clone(&contacts),
-        }));
+        let contacts = ContactWatch::install(world, hull, [legs[1], legs[3]]);
         Episode {
             terrain_bodies,
             terrain,
@@ -487,13 +442,6 @@ impl Scene for BipedalWalker {
                 (f64::from(j.joint_angle()), f64::from(j.joint_speed()))
             })
         };
-        let foot = |index: usize| {
-            if episode.contacts.foot_on_ground[index].load(Ordering::Relaxed) {
-                1.0
-            } else {
-                0.0
-            }
-        };
         let (hip_a, knee_a, hip_b, knee_b) =
             (joint_state(0), joint_state(1), joint_state(2), joint_state(3));
         let angle = f64::from(hull.angle());
@@ -506,12 +454,12 @@ impl Scene for BipedalWalker {
             hip_a.1 / SPEED_HIP,
             knee_a.0 + 1.0,
             knee_a.1 / SPEED_KNEE,
-            foot(0),
+            episode.contacts.foot_on_ground(0),
             hip_b.0,
             hip_b.1 / SPEED_HIP,
             knee_b.0 + 1.0,
             knee_b.1 / SPEED_KNEE,
-            foot(1),
+            episode.contacts.foot_on_ground(1),
         ];
         state.extend(lidar);
 
@@ -525,7 +473,7 @@ impl Scene for BipedalWalker {
         });
         let mut reward = f64::from(reward);
         let mut terminated = false;
-        if episode.contacts.hull_touched.load(Ordering::Relaxed) || px < 0.0 {
+        if episode.contacts.body_touched() || px < 0.0 {
             reward = -100.0;
             terminated = true;
         }

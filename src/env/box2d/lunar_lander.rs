@@ -3,14 +3,11 @@
 //! the flags. Four discrete actions (nothing, left engine, main engine, right engine),
 //! or with `continuous` two values: main throttle and side direction.
 
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use wrapped2d::b2;
-use wrapped2d::dynamics::world::callbacks::ContactAccess;
-use wrapped2d::user_data::NoUserData;
 
-use super::{vec2, OwnedWorld, Scene, World};
+use super::{vec2, ContactWatch, Contacts, OwnedWorld, Scene, World};
 use crate::env::draw::{Canvas, BACKGROUND, FLAG, FLAME, INK, LANDER, LANDER_EDGE};
 use crate::env::numpy_rng::NumpyRng;
 use crate::env::{Action, ActionSpace, Frame};
@@ -37,44 +34,6 @@ const CHUNKS: usize = 11;
 const GRAVITY: f64 = -10.0;
 
 /// What the contact listener saw during the world's steps.
-#[derive(Default)]
-struct Contacts {
-    /// The lander's body touched the ground: a crash, for the rest of the episode.
-    hull_touched: AtomicBool,
-    /// Each leg touches the ground now.
-    leg_on_ground: [AtomicBool; 2],
-}
-
-struct ContactWatch {
-    lander: b2::BodyHandle,
-    legs: [b2::BodyHandle; 2],
-    contacts: Arc<Contacts>,
-}
-
-impl ContactWatch {
-    fn mark(&self, access: &ContactAccess<NoUserData>, touching: bool) {
-        let bodies = [access.body_a.handle(), access.body_b.handle()];
-        if touching && bodies.contains(&self.lander) {
-            self.contacts.hull_touched.store(true, Ordering::Relaxed);
-        }
-        for (leg, on_ground) in self.legs.iter().zip(&self.contacts.leg_on_ground) {
-            if bodies.contains(leg) {
-                on_ground.store(touching, Ordering::Relaxed);
-            }
-        }
-    }
-}
-
-impl b2::ContactListener<NoUserData> for ContactWatch {
-    fn begin_contact(&mut self, access: ContactAccess<NoUserData>) {
-        self.mark(&access, true);
-    }
-
-    fn end_contact(&mut self, access: ContactAccess<NoUserData>) {
-        self.mark(&access, false);
-    }
-}
-
 /// One episode's world and what Gymnasium's Python keeps beside it.
 struct Episode {
     world: OwnedWorld,
@@ -188,12 +147,7 @@ impl LunarLander {
             leg
         });
 
-        let contacts = Arc::new(Contacts::default());
-        world.set_contact_listener(Box::new(ContactWatch {
-            lander,
-            legs,
-            contacts: Arc::clone(&contacts),
-        }));
+        let contacts = ContactWatch::install(&mut world, lander, legs);
         let terrain = chunk_x.iter().copied().zip(smooth_y.iter().copied()).collect();
         Episode {
             world: OwnedWorld(world),
@@ -308,13 +262,6 @@ impl Scene for LunarLander {
         let lander = world.body(episode.lander);
         let position = lander.position();
         let velocity = lander.linear_velocity();
-        let leg_contact = |leg: usize| {
-            if episode.contacts.leg_on_ground[leg].load(Ordering::Relaxed) {
-                1.0
-            } else {
-                0.0
-            }
-        };
         let state = [
             (f64::from(position.x) - VIEWPORT_W / SCALE / 2.0) / (VIEWPORT_W / SCALE / 2.0),
             (f64::from(position.y) - (episode.helipad_y + LEG_DOWN / SCALE))
@@ -323,8 +270,8 @@ impl Scene for LunarLander {
             f64::from(velocity.y) * (VIEWPORT_H / SCALE / 2.0) / FPS,
             f64::from(lander.angle()),
             20.0 * f64::from(lander.angular_velocity()) / FPS,
-            leg_contact(0),
-            leg_contact(1),
+            episode.contacts.foot_on_ground(0),
+            episode.contacts.foot_on_ground(1),
         ];
         let shaping = -100.0 * (state[0] * state[0] + state[1] * state[1]).sqrt()
             - 100.0 * (state[2] * state[2] + state[3] * state[3]).sqrt()
@@ -336,7 +283,7 @@ impl Scene for LunarLander {
         reward -= main_power * 0.30;
         reward -= side_power * 0.03;
         let mut terminated = false;
-        if episode.contacts.hull_touched.load(Ordering::Relaxed) || state[0].abs() >= 1.0 {
+        if episode.contacts.body_touched() || state[0].abs() >= 1.0 {
             terminated = true;
             reward = -100.0;
         }

@@ -11,7 +11,11 @@
 mod bipedal_walker;
 mod lunar_lander;
 
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
 use wrapped2d::b2;
+use wrapped2d::dynamics::world::callbacks::ContactAccess;
 use wrapped2d::user_data::NoUserData;
 
 use super::numpy_rng::NumpyRng;
@@ -132,6 +136,77 @@ impl Env for Box2dEnv {
 
     fn step_seconds(&self) -> f64 {
         self.scene.step_seconds()
+    }
+}
+
+/// What both tasks' contact listeners report, as Gymnasium's do: a touch of the body
+/// (the lander, the walker's hull) ends the episode, and each foot's ground contact is
+/// observed, set when a contact begins and cleared when it ends.
+#[derive(Default)]
+struct Contacts {
+    body_touched: AtomicBool,
+    foot_on_ground: [AtomicBool; 2],
+}
+
+impl Contacts {
+    fn body_touched(&self) -> bool {
+        self.body_touched.load(Ordering::Relaxed)
+    }
+
+    /// 1 when the foot touches the ground, else 0, as the observation carries it.
+    fn foot_on_ground(&self, foot: usize) -> f64 {
+        if self.foot_on_ground[foot].load(Ordering::Relaxed) {
+            1.0
+        } else {
+            0.0
+        }
+    }
+}
+
+/// The world's contact listener: marks `contacts` for the bodies it watches. Atomics
+/// keep it `Send` with the world; Box2D calls it from the stepping thread only.
+struct ContactWatch {
+    body: b2::BodyHandle,
+    feet: [b2::BodyHandle; 2],
+    contacts: Arc<Contacts>,
+}
+
+impl ContactWatch {
+    /// Listens to `world` for `body` and `feet`; the returned record fills as it steps.
+    fn install(
+        world: &mut World,
+        body: b2::BodyHandle,
+        feet: [b2::BodyHandle; 2],
+    ) -> Arc<Contacts> {
+        let contacts = Arc::new(Contacts::default());
+        world.set_contact_listener(Box::new(ContactWatch {
+            body,
+            feet,
+            contacts: Arc::clone(&contacts),
+        }));
+        contacts
+    }
+
+    fn mark(&self, access: &ContactAccess<NoUserData>, touching: bool) {
+        let bodies = [access.body_a.handle(), access.body_b.handle()];
+        if touching && bodies.contains(&self.body) {
+            self.contacts.body_touched.store(true, Ordering::Relaxed);
+        }
+        for (foot, on_ground) in self.feet.iter().zip(&self.contacts.foot_on_ground) {
+            if bodies.contains(foot) {
+                on_ground.store(touching, Ordering::Relaxed);
+            }
+        }
+    }
+}
+
+impl b2::ContactListener<NoUserData> for ContactWatch {
+    fn begin_contact(&mut self, access: ContactAccess<NoUserData>) {
+        self.mark(&access, true);
+    }
+
+    fn end_contact(&mut self, access: ContactAccess<NoUserData>) {
+        self.mark(&access, false);
     }
 }
 
