@@ -10,7 +10,8 @@ use std::f64::consts::PI;
 
 use super::draw::{Canvas, FLAG, INK, JOINT, POLE, ROD};
 use super::rng::Rng;
-use super::{Action, ActionSpace, Env, Frame, Step};
+use super::time_limit::{Task, TimeLimited};
+use super::{Action, ActionSpace, Env, Frame};
 
 /// The classic-control ids with their Gym step limits.
 pub const IDS: [(&str, u32); 6] = [
@@ -47,78 +48,38 @@ pub fn make(id: &str, seed: u64) -> Option<Box<dyn Env>> {
         "Pendulum-v1" => Box::new(Pendulum::default()),
         _ => unreachable!("IDS and this match list the same tasks"),
     };
-    let action_space = dynamics.action_space();
-    let observation_shape = vec![dynamics.observation_len() as i64];
-    Some(Box::new(ClassicEnv {
-        id,
-        dynamics,
-        rng: Rng::new(seed),
-        action_space,
-        observation_shape,
-        max_episode_steps,
-        elapsed_steps: 0,
-        physics_steps: 0,
-    }))
+    Some(TimeLimited::boxed(id, Box::new(Classic(dynamics)), seed, Rng::new, max_episode_steps))
 }
 
-/// A task under Gym's TimeLimit: truncated once `max_episode_steps` steps were taken.
-struct ClassicEnv {
-    id: &'static str,
-    dynamics: Box<dyn Dynamics>,
-    rng: Rng,
-    action_space: ActionSpace,
-    observation_shape: Vec<i64>,
-    max_episode_steps: u32,
-    elapsed_steps: u32,
-    physics_steps: u64,
-}
+/// A classic-control task as the time limit drives it: its dynamics draw from the
+/// generator at reset only.
+struct Classic(Box<dyn Dynamics>);
 
-impl Env for ClassicEnv {
-    fn id(&self) -> &str {
-        self.id
+impl Task<Rng> for Classic {
+    fn action_space(&self) -> ActionSpace {
+        self.0.action_space()
     }
 
-    fn action_space(&self) -> &ActionSpace {
-        &self.action_space
+    fn observation_len(&self) -> usize {
+        self.0.observation_len()
     }
 
-    fn observation_shape(&self) -> &[i64] {
-        &self.observation_shape
+    fn reset(&mut self, random: &mut Rng) -> Vec<f32> {
+        self.0.reset(random);
+        self.0.observation()
     }
 
-    fn reset(&mut self, seed: Option<u64>) -> Vec<f32> {
-        if let Some(seed) = seed {
-            self.rng = Rng::new(seed);
-        }
-        self.elapsed_steps = 0;
-        self.dynamics.reset(&mut self.rng);
-        self.dynamics.observation()
+    fn step(&mut self, action: &Action, _: &mut Rng) -> (Vec<f32>, f32, bool) {
+        let (reward, terminated) = self.0.step(action);
+        (self.0.observation(), reward, terminated)
     }
 
-    fn step(&mut self, action: &Action) -> Step {
-        let (reward, terminated) = self.dynamics.step(action);
-        self.elapsed_steps += 1;
-        self.physics_steps += 1;
-        Step {
-            observation: self.dynamics.observation(),
-            reward,
-            terminated,
-            truncated: self.elapsed_steps >= self.max_episode_steps,
-            lives: 0,
-            life_lost: false,
-        }
-    }
-
-    fn env_frames(&self) -> u64 {
-        self.physics_steps
-    }
-
-    fn render(&mut self) -> Frame {
-        self.dynamics.draw()
+    fn draw(&self) -> Frame {
+        self.0.draw()
     }
 
     fn step_seconds(&self) -> f64 {
-        self.dynamics.step_seconds()
+        self.0.step_seconds()
     }
 }
 

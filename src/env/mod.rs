@@ -9,6 +9,7 @@ pub mod crop;
 pub mod draw;
 pub mod numpy_rng;
 pub mod rng;
+mod time_limit;
 pub mod wrappers;
 
 pub use crop::{Crop, CropTable};

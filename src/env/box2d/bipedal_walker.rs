@@ -12,12 +12,13 @@ use std::sync::Arc;
 
 use wrapped2d::b2;
 
-use super::{vec2, ContactWatch, Contacts, OwnedWorld, Scene, World};
+use super::{vec2, ContactWatch, Contacts, OwnedWorld, World};
 use crate::env::draw::{
     Canvas, BACKGROUND, GRASS, GROUND, HULL, HULL_EDGE, LIDAR, OBSTACLE_EDGE, PENNANT, SKY,
     WALKER_LEFT_LEG, WALKER_RIGHT_LEG,
 };
 use crate::env::numpy_rng::NumpyRng;
+use crate::env::time_limit::Task;
 use crate::env::{Action, ActionSpace, Frame};
 
 const FPS: f64 = 50.0;
@@ -369,7 +370,7 @@ fn with_revolute<R>(
     }
 }
 
-impl Scene for BipedalWalker {
+impl Task<NumpyRng> for BipedalWalker {
     fn action_space(&self) -> ActionSpace {
         ActionSpace::Continuous { low: vec![-1.0; 4], high: vec![1.0; 4] }
     }
@@ -385,7 +386,7 @@ impl Scene for BipedalWalker {
         self.step(&Action::Continuous(vec![0.0; 4]), rng).0
     }
 
-    fn step(&mut self, action: &Action, _rng: &mut NumpyRng) -> (Vec<f32>, f64, bool) {
+    fn step(&mut self, action: &Action, _rng: &mut NumpyRng) -> (Vec<f32>, f32, bool) {
         let torques = Self::torques(action);
         let episode = self.episode.as_mut().expect("reset builds the world before any step");
         let world = &mut self.world.0;
@@ -468,10 +469,9 @@ impl Scene for BipedalWalker {
         episode.previous_shaping = Some(shaping);
         // NumPy 2 takes the motor cost in the action's float32, and with it the reward.
         let motor_cost_rate = (0.00035 * f64::from(MOTORS_TORQUE)) as f32;
-        let reward = torques.iter().fold(progress as f32, |reward, torque| {
+        let mut reward = torques.iter().fold(progress as f32, |reward, torque| {
             reward - motor_cost_rate * torque.abs().clamp(0.0, 1.0)
         });
-        let mut reward = f64::from(reward);
         let mut terminated = false;
         if episode.contacts.body_touched() || px < 0.0 {
             reward = -100.0;

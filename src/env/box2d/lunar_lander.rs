@@ -7,9 +7,10 @@ use std::sync::Arc;
 
 use wrapped2d::b2;
 
-use super::{vec2, ContactWatch, Contacts, OwnedWorld, Scene, World};
+use super::{vec2, ContactWatch, Contacts, OwnedWorld, World};
 use crate::env::draw::{Canvas, BACKGROUND, FLAG, FLAME, INK, LANDER, LANDER_EDGE};
 use crate::env::numpy_rng::NumpyRng;
+use crate::env::time_limit::Task;
 use crate::env::{Action, ActionSpace, Frame};
 
 const FPS: f64 = 50.0;
@@ -198,7 +199,7 @@ fn create_dynamic_body(world: &mut World, (x, y): (f64, f64), angle: f64) -> b2:
     world.create_body(&definition)
 }
 
-impl Scene for LunarLander {
+impl Task<NumpyRng> for LunarLander {
     fn action_space(&self) -> ActionSpace {
         if self.continuous {
             ActionSpace::Continuous { low: vec![-1.0; 2], high: vec![1.0; 2] }
@@ -219,7 +220,7 @@ impl Scene for LunarLander {
         self.step(&idle, rng).0
     }
 
-    fn step(&mut self, action: &Action, rng: &mut NumpyRng) -> (Vec<f32>, f64, bool) {
+    fn step(&mut self, action: &Action, rng: &mut NumpyRng) -> (Vec<f32>, f32, bool) {
         let (main_power, side_power, direction) = self.powers(action);
         let episode = self.episode.as_mut().expect("reset builds the world before any step");
         let world = &mut episode.world.0;
@@ -292,7 +293,7 @@ impl Scene for LunarLander {
             terminated = true;
             reward = 100.0;
         }
-        (state.iter().map(|&value| value as f32).collect(), reward, terminated)
+        (state.iter().map(|&value| value as f32).collect(), reward as f32, terminated)
     }
 
     fn draw(&self) -> Frame {

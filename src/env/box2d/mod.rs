@@ -2,11 +2,12 @@
 //! LunarLander-v3, LunarLanderContinuous-v3, BipedalWalker-v3 and
 //! BipedalWalkerHardcore-v3.
 //!
-//! Box2D computes in f32 as in Gymnasium (PyPI's box2d 2.3.10 carries the same 2.3
-//! engine); what Gymnasium's Python computes in doubles around it (engine impulses,
-//! observations, shaping rewards) is computed here in f64 in the same order, and the
-//! random draws come from NumPy's generator seeded as Gymnasium seeds it, so a seed
-//! plays Gymnasium's episode (tests/fixtures/make_box2d_fixture.py records them).
+//! Box2D computes in f32 as in Gymnasium (whose PyPI box2d 2.3.10 carries Box2D 2.3.0
+//! with patches: the two differ in contacts, docs/envs.md); what Gymnasium's Python
+//! computes in doubles around it (engine impulses, observations, shaping rewards) is
+//! computed here in f64 in the same order, and the random draws come from NumPy's
+//! generator seeded as Gymnasium seeds it, so a seed plays Gymnasium's episode
+//! (tests/fixtures/make_box2d_fixture.py records them).
 
 mod bipedal_walker;
 mod lunar_lander;
@@ -19,7 +20,8 @@ use wrapped2d::dynamics::world::callbacks::ContactAccess;
 use wrapped2d::user_data::NoUserData;
 
 use super::numpy_rng::NumpyRng;
-use super::{Action, ActionSpace, Env, Frame, Step};
+use super::time_limit::{Task, TimeLimited};
+use super::Env;
 
 /// The Box2D ids with their Gymnasium step limits.
 pub const IDS: [(&str, u32); 4] = [
@@ -35,108 +37,24 @@ type World = b2::World<NoUserData>;
 ///
 /// wrapped2d's world holds raw pointers to its C++ b2World, so it is not `Send`. The
 /// world is owned by one environment, reached only through `&mut self`, and Box2D 2.3
-/// keeps no state outside the world (no globals, no thread-locals), so moving the whole
-/// of it to another thread is sound.
+/// writes no state outside the world (no mutable globals, no thread-locals), so moving
+/// the whole of it to another thread is sound.
 struct OwnedWorld(World);
 
 // SAFETY: see the type's comment: exclusive ownership, no state outside the world.
 unsafe impl Send for OwnedWorld {}
 
-/// The physics of one task, as the wrapper below drives it.
-trait Scene: Send {
-    fn action_space(&self) -> ActionSpace;
-    fn observation_len(&self) -> usize;
-    /// Builds an episode's bodies; returns the first observation. The first reset builds
-    /// the first episode, as in Gymnasium, whose worlds this matches call for call.
-    fn reset(&mut self, rng: &mut NumpyRng) -> Vec<f32>;
-    /// Plays one action: the observation, the reward and whether the task ended it.
-    fn step(&mut self, action: &Action, rng: &mut NumpyRng) -> (Vec<f32>, f64, bool);
-    fn draw(&self) -> Frame;
-    fn step_seconds(&self) -> f64;
-}
-
 /// Creates the Box2D task `id`, or `None` if `id` is not one.
 pub fn make(id: &str, seed: u64) -> Option<Box<dyn Env>> {
     let &(id, max_episode_steps) = IDS.iter().find(|(known, _)| *known == id)?;
-    let scene: Box<dyn Scene> = match id {
+    let task: Box<dyn Task<NumpyRng>> = match id {
         "LunarLander-v3" => Box::new(lunar_lander::LunarLander::new(false)),
         "LunarLanderContinuous-v3" => Box::new(lunar_lander::LunarLander::new(true)),
         "BipedalWalker-v3" => Box::new(bipedal_walker::BipedalWalker::new(false)),
         "BipedalWalkerHardcore-v3" => Box::new(bipedal_walker::BipedalWalker::new(true)),
         _ => unreachable!("IDS and this match list the same tasks"),
     };
-    let action_space = scene.action_space();
-    let observation_shape = vec![scene.observation_len() as i64];
-    Some(Box::new(Box2dEnv {
-        id,
-        scene,
-        rng: NumpyRng::new(seed),
-        action_space,
-        observation_shape,
-        max_episode_steps,
-        elapsed_steps: 0,
-        physics_steps: 0,
-    }))
-}
-
-/// A task under Gymnasium's TimeLimit.
-struct Box2dEnv {
-    id: &'static str,
-    scene: Box<dyn Scene>,
-    rng: NumpyRng,
-    action_space: ActionSpace,
-    observation_shape: Vec<i64>,
-    max_episode_steps: u32,
-    elapsed_steps: u32,
-    physics_steps: u64,
-}
-
-impl Env for Box2dEnv {
-    fn id(&self) -> &str {
-        self.id
-    }
-
-    fn action_space(&self) -> &ActionSpace {
-        &self.action_space
-    }
-
-    fn observation_shape(&self) -> &[i64] {
-        &self.observation_shape
-    }
-
-    fn reset(&mut self, seed: Option<u64>) -> Vec<f32> {
-        if let Some(seed) = seed {
-            self.rng = NumpyRng::new(seed);
-        }
-        self.elapsed_steps = 0;
-        self.scene.reset(&mut self.rng)
-    }
-
-    fn step(&mut self, action: &Action) -> Step {
-        let (observation, reward, terminated) = self.scene.step(action, &mut self.rng);
-        self.elapsed_steps += 1;
-        self.physics_steps += 1;
-        Step {
-            observation,
-            reward: reward as f32,
-            terminated,
-            truncated: self.elapsed_steps >= self.max_episode_steps,
-            lives: 0,
-            life_lost: false,
-        }
-    }
-
-    fn env_frames(&self) -> u64 {
-        self.physics_steps
-    }
-
-    fn render(&mut self) -> Frame {
-        self.scene.draw()
-    }
-
-    fn step_seconds(&self) -> f64 {
-        self.scene.step_seconds()
-    }
+    Some(TimeLimited::boxed(id, task, seed, NumpyRng::new, max_episode_steps))
 }
 
 /// What both tasks' contact listeners report, as Gymnasium's do: a touch of the body
