@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use wrapped2d::b2;
 
-use super::{vec2, ContactWatch, Contacts, OwnedWorld, World};
+use super::{create_dynamic_body, vec2, ContactWatch, Contacts, OwnedWorld, World};
 use crate::env::draw::{
     Canvas, BACKGROUND, GRASS, GROUND, HULL, HULL_EDGE, LIDAR, OBSTACLE_EDGE, PENNANT, SKY,
     WALKER_LEFT_LEG, WALKER_RIGHT_LEG,
@@ -321,16 +321,6 @@ fn sign(value: f64) -> f64 {
     } else {
         0.0
     }
-}
-
-fn create_dynamic_body(world: &mut World, (x, y): (f64, f64), angle: f64) -> b2::BodyHandle {
-    let definition = b2::BodyDef {
-        body_type: b2::BodyType::Dynamic,
-        position: vec2(x, y),
-        angle: angle as f32,
-        ..b2::BodyDef::new()
-    };
-    world.create_body(&definition)
 }
 
 /// A motored, limited revolute joint; as with pybox2d's definition given both bodies,

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use wrapped2d::b2;
 
-use super::{vec2, ContactWatch, Contacts, OwnedWorld, World};
+use super::{create_dynamic_body, vec2, ContactWatch, Contacts, OwnedWorld, World};
 use crate::env::draw::{Canvas, BACKGROUND, FLAG, FLAME, INK, LANDER, LANDER_EDGE};
 use crate::env::numpy_rng::NumpyRng;
 use crate::env::time_limit::Task;
@@ -187,16 +187,6 @@ impl LunarLander {
             (false, other) => panic!("action {other:?} is not one of 4 discrete actions"),
         }
     }
-}
-
-fn create_dynamic_body(world: &mut World, (x, y): (f64, f64), angle: f64) -> b2::BodyHandle {
-    let definition = b2::BodyDef {
-        body_type: b2::BodyType::Dynamic,
-        position: vec2(x, y),
-        angle: angle as f32,
-        ..b2::BodyDef::new()
-    };
-    world.create_body(&definition)
 }
 
 impl Task<NumpyRng> for LunarLander {

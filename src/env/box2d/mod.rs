@@ -128,6 +128,17 @@ impl b2::ContactListener<NoUserData> for ContactWatch {
     }
 }
 
+/// A dynamic body as pybox2d's CreateDynamicBody makes one, its fixtures to follow.
+fn create_dynamic_body(world: &mut World, (x, y): (f64, f64), angle: f64) -> b2::BodyHandle {
+    let definition = b2::BodyDef {
+        body_type: b2::BodyType::Dynamic,
+        position: vec2(x, y),
+        angle: angle as f32,
+        ..b2::BodyDef::new()
+    };
+    world.create_body(&definition)
+}
+
 fn vec2(x: f64, y: f64) -> b2::Vec2 {
     b2::Vec2 { x: x as f32, y: y as f32 }
 }
