@@ -52,7 +52,8 @@ mod ffi {
         ) -> c_int;
         pub fn a3g_c10d_all_gather(
             group: *mut c_void,
-            value: i64,
+            values: *const i64,
+            count: usize,
             gathered: *mut i64,
             error: *mut c_char,
             capacity: usize,
@@ -164,18 +165,32 @@ impl Group {
 
     /// Every rank's `value`, by rank.
     pub fn all_gather(&mut self, value: i64) -> Result<Vec<i64>> {
+        Ok(self.all_gather_many(&[value])?.into_iter().map(|values| values[0]).collect())
+    }
+
+    /// Every rank's `values` (the same count on each), by rank, in one round trip.
+    pub fn all_gather_many(&mut self, values: &[i64]) -> Result<Vec<Vec<i64>>> {
         #[cfg(a3g_c10d)]
         {
-            let mut gathered = vec![0i64; self.world_size];
-            // SAFETY: `gathered` holds one value per rank, as the shim writes.
+            let count = values.len();
+            let mut gathered = vec![0i64; self.world_size * count];
+            // SAFETY: `values` holds `count` values and `gathered` room for `count` per
+            // rank, as the shim reads and writes.
             self.call("gather the ranks' values", |group, error, capacity| unsafe {
-                ffi::a3g_c10d_all_gather(group, value, gathered.as_mut_ptr(), error, capacity)
+                ffi::a3g_c10d_all_gather(
+                    group,
+                    values.as_ptr(),
+                    count,
+                    gathered.as_mut_ptr(),
+                    error,
+                    capacity,
+                )
             })?;
-            Ok(gathered)
+            Ok(gathered.chunks(count.max(1)).map(<[i64]>::to_vec).collect())
         }
         #[cfg(not(a3g_c10d))]
         {
-            let _ = value;
+            let _ = values;
             match self.raw {}
         }
     }
@@ -239,7 +254,7 @@ mod tests {
     }
 
     /// Two ranks on 127.0.0.1 join, sum a vector, take rank 0's bytes and gather a
-    /// value each, through c10d's store and Gloo.
+    /// value each, then three each, through c10d's store and Gloo.
     #[test]
     fn two_ranks_reduce_broadcast_and_gather_on_loopback() {
         let port = free_port();
@@ -252,15 +267,17 @@ mod tests {
                     let mut bytes = if rank == 0 { b"model".to_vec() } else { vec![0; 5] };
                     group.broadcast(&mut bytes, 0)?;
                     let gathered = group.all_gather(100 + rank as i64)?;
-                    Ok::<_, Error>((values, bytes, gathered))
+                    let many = group.all_gather_many(&[rank as i64, -7, 1 << 40])?;
+                    Ok::<_, Error>((values, bytes, gathered, many))
                 })
             })
             .collect();
         for rank in ranks {
-            let (values, bytes, gathered) = rank.join().unwrap().expect("the exchange");
+            let (values, bytes, gathered, many) = rank.join().unwrap().expect("the exchange");
             assert_eq!(values, vec![3.0, 10.0]);
             assert_eq!(bytes, b"model");
             assert_eq!(gathered, vec![100, 101]);
+            assert_eq!(many, vec![vec![0, -7, 1 << 40], vec![1, -7, 1 << 40]]);
         }
     }
 

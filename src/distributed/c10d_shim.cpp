@@ -134,19 +134,22 @@ int a3g_c10d_broadcast(void* group, uint8_t* bytes, int64_t length, int root,
 }
 
 // Gathers every rank's `value` into `gathered`, which holds one per rank, by rank.
-int a3g_c10d_all_gather(void* group, int64_t value, int64_t* gathered, char* error,
-                        size_t capacity) {
+int a3g_c10d_all_gather(void* group, const int64_t* values, size_t count, int64_t* gathered,
+                        char* error, size_t capacity) {
   auto* joined = static_cast<Group*>(group);
   return guarded(error, capacity, [&] {
     int world_size = joined->gloo->getSize();
-    std::vector<at::Tensor> input{at::full({1}, value, at::kLong)};
+    auto length = static_cast<int64_t>(count);
+    std::vector<at::Tensor> input{at::empty({length}, at::kLong)};
+    std::copy(values, values + count, input[0].data_ptr<int64_t>());
     std::vector<std::vector<at::Tensor>> output(1);
     for (int rank = 0; rank < world_size; ++rank) {
-      output[0].push_back(at::empty({1}, at::kLong));
+      output[0].push_back(at::empty({length}, at::kLong));
     }
     joined->gloo->allgather(output, input)->wait();
     for (int rank = 0; rank < world_size; ++rank) {
-      gathered[rank] = output[0][rank].item<int64_t>();
+      const int64_t* received = output[0][rank].data_ptr<int64_t>();
+      std::copy(received, received + count, gathered + rank * count);
     }
   });
 }

@@ -140,16 +140,14 @@ impl RankSync {
                 }
                 std::thread::sleep(left.min(Duration::from_millis(20)));
             }
-            let codes = self.group.all_gather(stop_code(stop.reason().as_ref()))?;
-            let stopping = codes.iter().enumerate().find(|(_, code)| **code != 0);
-            if let Some((rank, &code)) = stopping {
+            let stopping = self.exchange_stop_and_counters(stop)?;
+            if let Some((rank, code)) = stopping {
                 // Before the last sync, so that this rank's threads stop stepping
                 // while it runs and the ranks end on weights close to the agreed ones.
                 if !stop.requested() {
                     stop.request(reason_of(code, rank));
                 }
             }
-            self.sum_counters()?;
             self.sync_model()?;
             if stopping.is_some() {
                 return Ok(());
@@ -162,19 +160,24 @@ impl RankSync {
         }
     }
 
-    fn sum_counters(&mut self) -> Result<()> {
-        let own = [
-            (&self.counters.agent_steps, &self.peers.agent_steps),
-            (&self.counters.env_frames, &self.peers.env_frames),
-            (&self.counters.updates, &self.peers.updates),
-        ];
-        for (own, peers) in own {
-            let mine = own.load(Ordering::Relaxed);
-            let all = self.group.all_gather(i64::try_from(mine).unwrap_or(i64::MAX))?;
-            let total: u64 = all.iter().map(|&count| count.max(0) as u64).sum();
-            peers.store(total.saturating_sub(mine), Ordering::Relaxed);
+    /// One gather of each rank's stop code and counters: the first rank stopping, with
+    /// its code, and the other ranks' counters summed into `peers`.
+    fn exchange_stop_and_counters(&mut self, stop: &Stop) -> Result<Option<(usize, i64)>> {
+        let own = [&self.counters.agent_steps, &self.counters.env_frames, &self.counters.updates];
+        let peers = [&self.peers.agent_steps, &self.peers.env_frames, &self.peers.updates];
+        let mine: Vec<u64> = own.iter().map(|count| count.load(Ordering::Relaxed)).collect();
+        let mut values = vec![stop_code(stop.reason().as_ref())];
+        values.extend(mine.iter().map(|&count| i64::try_from(count).unwrap_or(i64::MAX)));
+        let gathered = self.group.all_gather_many(&values)?;
+        for (index, (peer, &mine)) in peers.iter().zip(&mine).enumerate() {
+            let total: u64 = gathered.iter().map(|rank| rank[1 + index].max(0) as u64).sum();
+            peer.store(total.saturating_sub(mine), Ordering::Relaxed);
         }
-        Ok(())
+        Ok(gathered
+            .iter()
+            .enumerate()
+            .find(|(_, rank)| rank[0] != 0)
+            .map(|(rank, values)| (rank, values[0])))
     }
 
     /// Averages the model over the ranks, then checks that every rank agreed on the
