@@ -174,8 +174,9 @@ fn atari_stack_observations_and_frames() {
 
 /// Gymnasium's Box2D episodes (tests/fixtures/make_box2d_fixture.py), replayed action by
 /// action from the same seed: the lander's (landings flown by Gymnasium's heuristic
-/// pilot, crashes under random actions) and the walker's (random torques, and a crude
-/// gait that falls), normal and Hardcore.
+/// pilot, crashes under random actions, actions beyond [-1, 1] that Gymnasium clips)
+/// and the walker's (random torques, and a crude gait that falls), normal and Hardcore;
+/// then one environment of each reset three times (two seeds, then none).
 ///
 /// The terrain and pushes (NumPy's generator), the flight on Box2D and the Python-side
 /// arithmetic match exactly: until the lander first touches the ground every
@@ -192,6 +193,41 @@ fn atari_stack_observations_and_frames() {
 fn box2d_tasks_match_gymnasium() {
     let fixture: serde_json::Value =
         serde_json::from_str(include_str!("fixtures/box2d_episodes.json")).expect("fixture parses");
+    let episodes = fixture["episodes"].as_array().expect("episodes");
+    assert_eq!(episodes.len(), 15);
+    let mut exact_steps = 0;
+    for episode in episodes {
+        let id = episode["id"].as_str().expect("id");
+        let mut env =
+            env::make(id, &EnvOptions { seed: 12345, ..EnvOptions::default() }).expect("make");
+        let (exact, steps) = replay_gymnasium(env.as_mut(), id, episode);
+        exact_steps += exact;
+        let context = format!("{id} seed {}", episode["seed"]);
+        let ended = episode["steps"][steps - 1]["terminated"].as_bool() == Some(true);
+        let walker = id.starts_with("BipedalWalker");
+        assert!(ended || (walker && steps == 250), "{context}: ends where Gymnasium's did");
+    }
+    assert!(exact_steps > 1000, "most lander steps are flight, compared exactly: {exact_steps}");
+    // One environment reset again and again: the walker's world carries over from one
+    // episode to the next, and a reset without a seed goes on with the same stream.
+    for sequence in fixture["sequences"].as_array().expect("sequences") {
+        let id = sequence["id"].as_str().expect("id");
+        let mut env =
+            env::make(id, &EnvOptions { seed: 12345, ..EnvOptions::default() }).expect("make");
+        for part in sequence["parts"].as_array().expect("parts") {
+            replay_gymnasium(env.as_mut(), id, part);
+        }
+    }
+}
+
+/// Resets `env` as the recorded episode was reset (its seed, or none) and replays its
+/// actions, comparing as `box2d_tasks_match_gymnasium` says; returns the steps compared
+/// exactly and the steps played.
+fn replay_gymnasium(
+    env: &mut dyn env::Env,
+    id: &str,
+    episode: &serde_json::Value,
+) -> (usize, usize) {
     let floats = |value: &serde_json::Value| -> Vec<f32> {
         value
             .as_array()
@@ -203,67 +239,48 @@ fn box2d_tasks_match_gymnasium() {
     let gap = |ours: &[f32], theirs: &[f32]| {
         ours.iter().zip(theirs).map(|(a, b)| (a - b).abs()).fold(0.0, f32::max)
     };
-    let episodes = fixture["episodes"].as_array().expect("episodes");
-    assert_eq!(episodes.len(), 14);
-    let mut exact_steps = 0;
-    for episode in episodes {
-        let id = episode["id"].as_str().expect("id");
-        let seed = episode["seed"].as_u64().expect("seed");
-        let walker = id.starts_with("BipedalWalker");
-        let mut env =
-            env::make(id, &EnvOptions { seed: 12345, ..EnvOptions::default() }).expect("make");
-        let context = format!("{id} seed {seed}");
-        let reset = env.reset(Some(seed));
-        if walker {
-            assert!(gap(&reset, &floats(&episode["reset"])) <= 2e-4, "{context}: reset");
-        } else {
-            assert_eq!(reset, floats(&episode["reset"]), "{context}: reset");
-        }
-        let steps = episode["steps"].as_array().expect("steps");
-        let mut touched_ground = walker;
-        for (index, expected) in steps.iter().enumerate() {
-            let action = match &expected["action"] {
-                serde_json::Value::Array(_) => Action::Continuous(floats(&expected["action"])),
-                discrete => Action::Discrete(discrete.as_u64().expect("action") as usize),
-            };
-            let step = env.step(&action);
-            let context = format!("{context}, step {}", index + 1);
-            let observation = floats(&expected["observation"]);
-            let reward = expected["reward"].as_f64().expect("reward");
-            let terminated = expected["terminated"].as_bool().expect("terminated");
-            touched_ground |= terminated || observation[6] > 0.0 || observation[7] > 0.0;
-            let reward_gap = (f64::from(step.reward) - reward).abs();
-            if walker {
-                if index < 80 {
-                    assert!(
-                        gap(&step.observation, &observation) <= 2e-4,
-                        "{context}: {:?} against {observation:?}",
-                        step.observation
-                    );
-                    assert!(
-                        reward_gap <= 1e-3,
-                        "{context}: reward {} against {reward}",
-                        step.reward
-                    );
-                }
-            } else if touched_ground {
-                assert!(
-                    gap(&step.observation, &observation) <= 1e-4,
-                    "{context}: {:?} against {observation:?}",
-                    step.observation
-                );
-                assert!(reward_gap <= 1e-2, "{context}: reward {} against {reward}", step.reward);
-            } else {
-                assert_eq!(step.observation, observation, "{context}");
-                assert_eq!(step.reward, reward as f32, "{context}: reward");
-                exact_steps += 1;
-            }
-            assert_eq!(step.terminated, terminated, "{context}");
-            let truncated = expected["truncated"].as_bool().expect("truncated");
-            assert_eq!(step.truncated, truncated, "{context}");
-        }
-        let ended = steps.last().is_some_and(|last| last["terminated"].as_bool() == Some(true));
-        assert!(ended || (walker && steps.len() == 250), "{context}: ends where Gymnasium's did");
+    let seed = episode["seed"].as_u64();
+    let walker = id.starts_with("BipedalWalker");
+    let context = format!("{id} seed {seed:?}");
+    let reset = env.reset(seed);
+    if walker {
+        assert!(gap(&reset, &floats(&episode["reset"])) <= 2e-4, "{context}: reset");
+    } else {
+        assert_eq!(reset, floats(&episode["reset"]), "{context}: reset");
     }
-    assert!(exact_steps > 1000, "most lander steps are flight, compared exactly: {exact_steps}");
+    let steps = episode["steps"].as_array().expect("steps");
+    let mut touched_ground = walker;
+    let mut exact_steps = 0;
+    for (index, expected) in steps.iter().enumerate() {
+        let action = match &expected["action"] {
+            serde_json::Value::Array(_) => Action::Continuous(floats(&expected["action"])),
+            discrete => Action::Discrete(discrete.as_u64().expect("action") as usize),
+        };
+        let step = env.step(&action);
+        let context = format!("{context}, step {}", index + 1);
+        let observation = floats(&expected["observation"]);
+        let reward = expected["reward"].as_f64().expect("reward");
+        let terminated = expected["terminated"].as_bool().expect("terminated");
+        touched_ground |= terminated || observation[6] > 0.0 || observation[7] > 0.0;
+        let reward_gap = (f64::from(step.reward) - reward).abs();
+        let observation_gap = gap(&step.observation, &observation);
+        let ours = &step.observation;
+        if walker {
+            if index < 80 {
+                assert!(observation_gap <= 2e-4, "{context}: {ours:?} against {observation:?}");
+                assert!(reward_gap <= 1e-3, "{context}: reward {} against {reward}", step.reward);
+            }
+        } else if touched_ground {
+            assert!(observation_gap <= 1e-4, "{context}: {ours:?} against {observation:?}");
+            assert!(reward_gap <= 1e-2, "{context}: reward {} against {reward}", step.reward);
+        } else {
+            assert_eq!(step.observation, observation, "{context}");
+            assert_eq!(step.reward, reward as f32, "{context}: reward");
+            exact_steps += 1;
+        }
+        assert_eq!(step.terminated, terminated, "{context}");
+        let truncated = expected["truncated"].as_bool().expect("truncated");
+        assert_eq!(step.truncated, truncated, "{context}");
+    }
+    (exact_steps, steps.len())
 }

@@ -79,6 +79,7 @@ struct Episode {
     lidar_ends: Vec<(f64, f64)>,
 }
 
+/// Gymnasium's walker, on rolling grass or (`hardcore`) among obstacles.
 pub struct BipedalWalker {
     hardcore: bool,
     world: OwnedWorld,
@@ -90,6 +91,10 @@ impl BipedalWalker {
         BipedalWalker { hardcore, world: OwnedWorld(World::new(&vec2(0.0, -10.0))), episode: None }
     }
 
+    /// Destroys the last episode's bodies in Gymnasium's order. Gymnasium removes its
+    /// contact listener first; here the last episode's stays until the next is
+    /// installed, and the contacts ending with these bodies mark only that episode's
+    /// discarded record (wrapped2d keeps each body's handle readable through the call).
     fn destroy_episode(&mut self) {
         let Some(episode) = self.episode.take() else { return };
         let world = &mut self.world.0;
@@ -349,6 +354,17 @@ fn joint(
     world.create_joint(&definition)
 }
 
+fn with_revolute_mut(
+    world: &mut World,
+    joint: b2::JointHandle,
+    change: impl FnOnce(&mut b2::RevoluteJoint),
+) {
+    match &mut **world.joint_mut(joint) {
+        b2::UnknownJoint::Revolute(revolute) => change(revolute),
+        _ => unreachable!("the walker's joints are revolute"),
+    }
+}
+
 fn with_revolute<R>(
     world: &World,
     joint: b2::JointHandle,
@@ -383,20 +399,10 @@ impl Task<NumpyRng> for BipedalWalker {
         let speeds = [SPEED_HIP, SPEED_KNEE, SPEED_HIP, SPEED_KNEE];
         for ((&joint, &torque), speed) in episode.joints.iter().zip(&torques).zip(speeds) {
             // Gymnasium computes these in the action's float32, as NumPy does.
-            let direction = if torque > 0.0 {
-                1.0
-            } else if torque < 0.0 {
-                -1.0
-            } else {
-                0.0
-            };
-            match &mut **world.joint_mut(joint) {
-                b2::UnknownJoint::Revolute(revolute) => {
-                    revolute.set_motor_speed((speed as f32) * direction);
-                    revolute.set_max_motor_torque(MOTORS_TORQUE * torque.abs().clamp(0.0, 1.0));
-                }
-                _ => unreachable!("the walker's joints are revolute"),
-            }
+            with_revolute_mut(world, joint, |revolute| {
+                revolute.set_motor_speed(speed as f32 * sign(f64::from(torque)) as f32);
+                revolute.set_max_motor_torque(MOTORS_TORQUE * torque.abs().clamp(0.0, 1.0));
+            });
         }
         world.step((1.0 / FPS) as f32, 6 * 30, 2 * 30);
 
@@ -404,7 +410,10 @@ impl Task<NumpyRng> for BipedalWalker {
         let position = *hull.position();
         let velocity = *hull.linear_velocity();
         let (px, py) = (f64::from(position.x), f64::from(position.y));
-        let walker: Vec<b2::BodyHandle> = [episode.hull].into_iter().chain(episode.legs).collect();
+        let [leg_a, lower_a, leg_b, lower_b] = episode.legs;
+        // The lidar sees the ground's fixtures only (Gymnasium skips those outside
+        // category 1, which are the walker's own).
+        let walker = [episode.hull, leg_a, lower_a, leg_b, lower_b];
         let mut lidar = Vec::with_capacity(10);
         episode.lidar_ends.clear();
         for ray in 0..10 {

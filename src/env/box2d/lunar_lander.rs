@@ -34,7 +34,6 @@ const VIEWPORT_H: f64 = 400.0;
 const CHUNKS: usize = 11;
 const GRAVITY: f64 = -10.0;
 
-/// What the contact listener saw during the world's steps.
 /// One episode's world and what Gymnasium's Python keeps beside it.
 struct Episode {
     world: OwnedWorld,
@@ -46,10 +45,20 @@ struct Episode {
     helipad_x: (f64, f64),
     helipad_y: f64,
     previous_shaping: Option<f64>,
-    /// Engine powers of the last step, for drawing flames.
-    last_powers: (f64, f64, f64),
+    /// The engines' powers in the last step, for drawing flames.
+    last_powers: Powers,
 }
 
+/// How hard each engine fires in a step.
+#[derive(Clone, Copy, Default)]
+struct Powers {
+    main: f64,
+    side: f64,
+    /// -1 or +1 while a side engine fires (see `LunarLander::powers`), else 0.
+    direction: f64,
+}
+
+/// Gymnasium's lander, with discrete or (`continuous`) two-valued actions.
 pub struct LunarLander {
     continuous: bool,
     episode: Option<Episode>,
@@ -159,29 +168,30 @@ impl LunarLander {
             helipad_x,
             helipad_y,
             previous_shaping: None,
-            last_powers: (0.0, 0.0, 0.0),
+            last_powers: Powers::default(),
         }
     }
 
     /// The engines' powers for an action: main (0 or 0.5..1), and side (0 or 0.5..1)
-    /// with its direction (-1 fires the left engine, pushing right).
-    fn powers(&self, action: &Action) -> (f64, f64, f64) {
+    /// with its direction: -1 (action 1, "left engine") pushes the lander left from
+    /// above its centre, turning it counter-clockwise; +1 the mirror image.
+    fn powers(&self, action: &Action) -> Powers {
         match (self.continuous, action) {
             (true, Action::Continuous(values)) if values.len() == 2 => {
                 let main = values[0].clamp(-1.0, 1.0) as f64;
                 let lateral = values[1].clamp(-1.0, 1.0) as f64;
-                let main_power = if main > 0.0 { (main.clamp(0.0, 1.0) + 1.0) * 0.5 } else { 0.0 };
-                let (side_power, direction) = if lateral.abs() > 0.5 {
+                let main = if main > 0.0 { (main.clamp(0.0, 1.0) + 1.0) * 0.5 } else { 0.0 };
+                let (side, direction) = if lateral.abs() > 0.5 {
                     (lateral.abs().clamp(0.5, 1.0), lateral.signum())
                 } else {
                     (0.0, 0.0)
                 };
-                (main_power, side_power, direction)
+                Powers { main, side, direction }
             }
             (false, &Action::Discrete(index)) if index < 4 => match index {
-                2 => (1.0, 0.0, 0.0),
-                1 | 3 => (0.0, 1.0, index as f64 - 2.0),
-                _ => (0.0, 0.0, 0.0),
+                2 => Powers { main: 1.0, ..Powers::default() },
+                1 | 3 => Powers { side: 1.0, direction: index as f64 - 2.0, ..Powers::default() },
+                _ => Powers::default(),
             },
             (true, other) => panic!("action {other:?} is not two continuous values"),
             (false, other) => panic!("action {other:?} is not one of 4 discrete actions"),
@@ -211,7 +221,8 @@ impl Task<NumpyRng> for LunarLander {
     }
 
     fn step(&mut self, action: &Action, rng: &mut NumpyRng) -> (Vec<f32>, f32, bool) {
-        let (main_power, side_power, direction) = self.powers(action);
+        let powers = self.powers(action);
+        let Powers { main: main_power, side: side_power, direction } = powers;
         let episode = self.episode.as_mut().expect("reset builds the world before any step");
         let world = &mut episode.world.0;
         {
@@ -248,7 +259,7 @@ impl Task<NumpyRng> for LunarLander {
             }
         }
         world.step((1.0 / FPS) as f32, 6 * 30, 2 * 30);
-        episode.last_powers = (main_power, side_power, direction);
+        episode.last_powers = powers;
 
         let lander = world.body(episode.lander);
         let position = lander.position();
@@ -304,7 +315,7 @@ impl Task<NumpyRng> for LunarLander {
             let point = body.world_point(&vec2(x, y));
             to_pixels((f64::from(point.x), f64::from(point.y)))
         };
-        let (main_power, side_power, direction) = episode.last_powers;
+        let Powers { main: main_power, side: side_power, direction } = episode.last_powers;
         if main_power > 0.0 {
             let length = 10.0 + 20.0 * main_power;
             let flame = [(-5.0, -10.0), (5.0, -10.0), (0.0, -10.0 - length)];

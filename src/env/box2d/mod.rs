@@ -13,7 +13,7 @@ mod bipedal_walker;
 mod lunar_lander;
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Once};
 
 use wrapped2d::b2;
 use wrapped2d::dynamics::world::callbacks::ContactAccess;
@@ -36,17 +36,40 @@ type World = b2::World<NoUserData>;
 /// A Box2D world that moves between threads with the environment owning it.
 ///
 /// wrapped2d's world holds raw pointers to its C++ b2World, so it is not `Send`. The
-/// world is owned by one environment, reached only through `&mut self`, and Box2D 2.3
-/// writes no state outside the world (no mutable globals, no thread-locals), so moving
-/// the whole of it to another thread is sound.
+/// world is owned by one environment and reached only through `&mut self`; its
+/// contact listener (wrapped2d keeps it as `Box<dyn Any>`, unchecked) must be `Send`
+/// too, as `ContactWatch` is. Outside the worlds Box2D 2.3.1 writes two kinds of
+/// global: the table of contact constructors, filled lazily by the first contact any
+/// world makes (`warm_up` fills it before a second thread can), and statistics
+/// counters of its distance and time-of-impact routines, written and never read,
+/// whose races between worlds stepped at once change nothing any world computes.
 struct OwnedWorld(World);
 
-// SAFETY: see the type's comment: exclusive ownership, no state outside the world.
+// SAFETY: see the type's comment: exclusive ownership, a `Send` listener, the lazy
+// global table filled by `warm_up` before any environment exists.
 unsafe impl Send for OwnedWorld {}
+
+/// Makes one contact in a throwaway world, once per process, so that Box2D fills its
+/// global table of contact constructors here rather than in two threads at once.
+fn warm_up() {
+    static WARM: Once = Once::new();
+    WARM.call_once(|| {
+        let mut world = World::new(&vec2(0.0, -10.0));
+        let ground = world.create_body(&b2::BodyDef::new());
+        let edge = b2::EdgeShape::new_with(&vec2(-1.0, 0.0), &vec2(1.0, 0.0));
+        world.body_mut(ground).create_fixture(&edge, &mut b2::FixtureDef::new());
+        let block = create_dynamic_body(&mut world, (0.0, 0.0), 0.0);
+        let shape = b2::PolygonShape::new_box(0.5, 0.5);
+        let mut fixture = b2::FixtureDef { density: 1.0, ..b2::FixtureDef::new() };
+        world.body_mut(block).create_fixture(&shape, &mut fixture);
+        world.step(0.02, 8, 3);
+    });
+}
 
 /// Creates the Box2D task `id`, or `None` if `id` is not one.
 pub fn make(id: &str, seed: u64) -> Option<Box<dyn Env>> {
     let &(id, max_episode_steps) = IDS.iter().find(|(known, _)| *known == id)?;
+    warm_up();
     let task: Box<dyn Task<NumpyRng>> = match id {
         "LunarLander-v3" => Box::new(lunar_lander::LunarLander::new(false)),
         "LunarLanderContinuous-v3" => Box::new(lunar_lander::LunarLander::new(true)),
