@@ -221,12 +221,12 @@ pub struct TrainArgs {
     /// (default: a3clstm; with --load, the checkpoint's)
     #[arg(long, value_enum, help_heading = "Model")]
     pub model: Option<ModelName>,
-    /// Units of the LSTM (and of the MLP layers for classic control) (default: 512;
-    /// 256 with --model universe; with --load, the checkpoint's).
+    /// Units of the LSTM (and of the MLP layers for classic control and Box2D)
+    /// (default: 512; 256 with --model universe; with --load, the checkpoint's).
     #[arg(long, allow_negative_numbers = true, value_parser = clap::value_parser!(i64).range(1..), help_heading = "Model")]
     pub hidden_size: Option<i64>,
-    /// Give the classic-control MLP an LSTM cell (Atari models always have one; with
-    /// --load, the checkpoint's model decides).
+    /// Give the classic-control and Box2D MLP an LSTM cell (Atari models always have
+    /// one; with --load, the checkpoint's model decides).
     #[arg(long, help_heading = "Model")]
     pub lstm: bool,
 

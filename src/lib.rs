@@ -6,7 +6,10 @@
 //! - [`cli`]: the command line, whose flags document every hyperparameter.
 //! - [`error`]: the library's error type; `main` prints it on one line.
 //! - [`env`](mod@env): the environments: Atari games through the ALE emulator with Gym's id
-//!   semantics and the reference's wrapper stack, and classic control.
+//!   semantics and the reference's wrapper stack, classic control, and Gymnasium's
+//!   Box2D tasks (`env/box2d/`, on Box2D 2.3.1, seeded through NumPy's generator in
+//!   `env/numpy_rng.rs`); the simulated ones run under one time limit
+//!   (`env/time_limit.rs`).
 //! - [`envs`]: the `a3g envs` subcommand.
 //! - [`model`]: the actor-critic networks; [`policy`]: choosing actions from them.
 //! - [`rollout`]: returns, GAE and the loss; [`gradients`]: an update's gradients on
