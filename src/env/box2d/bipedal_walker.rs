@@ -12,7 +12,10 @@ use std::sync::Arc;
 
 use wrapped2d::b2;
 
-use super::{create_dynamic_body, vec2, ContactWatch, Contacts, OwnedWorld, World};
+use super::{
+    box_corners, create_dynamic_body, ground_only_fixture, placed, revolute_joint, step_world,
+    vec2, ContactWatch, Contacts, OwnedWorld, World, FPS, SCALE, VIEWPORT_H, VIEWPORT_W,
+};
 use crate::env::draw::{
     Canvas, BACKGROUND, GRASS, GROUND, HULL, HULL_EDGE, LIDAR, OBSTACLE_EDGE, PENNANT, SKY,
     WALKER_LEFT_LEG, WALKER_RIGHT_LEG,
@@ -21,8 +24,6 @@ use crate::env::numpy_rng::NumpyRng;
 use crate::env::time_limit::Task;
 use crate::env::{Action, ActionSpace, Frame};
 
-const FPS: f64 = 50.0;
-const SCALE: f64 = 30.0;
 const MOTORS_TORQUE: f32 = 80.0;
 const SPEED_HIP: f64 = 4.0;
 const SPEED_KNEE: f64 = 6.0;
@@ -33,8 +34,6 @@ const HULL_POLY: [(f64, f64); 5] =
 const LEG_DOWN: f64 = -8.0 / SCALE;
 const LEG_W: f64 = 8.0 / SCALE;
 const LEG_H: f64 = 34.0 / SCALE;
-const VIEWPORT_W: f64 = 600.0;
-const VIEWPORT_H: f64 = 400.0;
 const TERRAIN_STEP: f64 = 14.0 / SCALE;
 /// Terrain points, each TERRAIN_STEP apart.
 const TERRAIN_LENGTH: usize = 200;
@@ -109,14 +108,8 @@ impl BipedalWalker {
         let mut bodies = Vec::new();
         let mut obstacles = Vec::new();
         let mut add_obstacle = |world: &mut World, corners: [(f64, f64); 4]| {
-            let points = corners.map(|(x, y)| vec2(x, y));
-            let shape = b2::PolygonShape::new_with(&points);
-            let body = world.create_body(&b2::BodyDef::new());
-            world.body_mut(body).create_fixture(
-                &shape,
-                &mut b2::FixtureDef { friction: FRICTION, ..b2::FixtureDef::new() },
-            );
-            bodies.push(body);
+            let shape = b2::PolygonShape::new_with(&corners.map(|(x, y)| vec2(x, y)));
+            bodies.push(ground_body(world, &shape));
             obstacles.push(corners);
         };
         let mut state = Ground::Grass;
@@ -207,12 +200,7 @@ impl BipedalWalker {
         for pair in points.windows(2) {
             let shape =
                 b2::EdgeShape::new_with(&vec2(pair[0].0, pair[0].1), &vec2(pair[1].0, pair[1].1));
-            let body = world.create_body(&b2::BodyDef::new());
-            world.body_mut(body).create_fixture(
-                &shape,
-                &mut b2::FixtureDef { friction: FRICTION, ..b2::FixtureDef::new() },
-            );
-            bodies.push(body);
+            bodies.push(ground_body(world, &shape));
         }
         bodies.reverse();
         let clouds = (0..TERRAIN_LENGTH / 20)
@@ -242,13 +230,8 @@ impl BipedalWalker {
         let world = &mut self.world.0;
         let init_x = TERRAIN_STEP * TERRAIN_STARTPAD as f64 / 2.0;
         let init_y = TERRAIN_HEIGHT + 2.0 * LEG_H;
-        let walker_fixture = |density: f32, friction: f32| b2::FixtureDef {
-            density,
-            friction,
-            restitution: 0.0,
-            filter: b2::Filter { category_bits: WALKER_CATEGORY, mask_bits: 0x001, group_index: 0 },
-            ..b2::FixtureDef::new()
-        };
+        let walker_fixture =
+            |density: f32, friction: f32| ground_only_fixture(WALKER_CATEGORY, density, friction);
         let hull = create_dynamic_body(world, (init_x, init_y), 0.0);
         {
             let points: Vec<b2::Vec2> =
@@ -318,6 +301,15 @@ impl BipedalWalker {
     }
 }
 
+/// A static body of the ground with one fixture of `shape`, as Gymnasium makes each
+/// piece of the walker's terrain.
+fn ground_body(world: &mut World, shape: &dyn b2::Shape) -> b2::BodyHandle {
+    let body = world.create_body(&b2::BodyDef::new());
+    let mut fixture = b2::FixtureDef { friction: FRICTION, ..b2::FixtureDef::new() };
+    world.body_mut(body).create_fixture(shape, &mut fixture);
+    body
+}
+
 fn sign(value: f64) -> f64 {
     if value > 0.0 {
         1.0
@@ -328,8 +320,7 @@ fn sign(value: f64) -> f64 {
     }
 }
 
-/// A motored, limited revolute joint; as with pybox2d's definition given both bodies,
-/// the reference angle is their angle difference at creation.
+/// A motored, limited revolute joint, defined as pybox2d defines it.
 fn joint(
     world: &mut World,
     (body_a, body_b): (b2::BodyHandle, b2::BodyHandle),
@@ -337,19 +328,16 @@ fn joint(
     motor_speed: f64,
     (lower, upper): (f64, f64),
 ) -> b2::JointHandle {
-    let reference_angle =
-        f64::from(world.body(body_b).angle()) - f64::from(world.body(body_a).angle());
     let definition = b2::RevoluteJointDef {
         local_anchor_a: vec2(anchor_a.0, anchor_a.1),
         local_anchor_b: vec2(anchor_b.0, anchor_b.1),
-        reference_angle: reference_angle as f32,
         enable_motor: true,
         enable_limit: true,
         max_motor_torque: MOTORS_TORQUE,
         motor_speed: motor_speed as f32,
         lower_angle: lower as f32,
         upper_angle: upper as f32,
-        ..b2::RevoluteJointDef::new(body_a, body_b)
+        ..revolute_joint(world, body_a, body_b)
     };
     world.create_joint(&definition)
 }
@@ -404,7 +392,7 @@ impl Task<NumpyRng> for BipedalWalker {
                 revolute.set_max_motor_torque(MOTORS_TORQUE * torque.abs().clamp(0.0, 1.0));
             });
         }
-        world.step((1.0 / FPS) as f32, 6 * 30, 2 * 30);
+        step_world(world);
 
         let hull = world.body(episode.hull);
         let position = *hull.position();
@@ -514,30 +502,16 @@ impl Task<NumpyRng> for BipedalWalker {
         for &end in &episode.lidar_ends {
             canvas.line(origin, to_pixels(end), 1.0, LIDAR);
         }
-        let place = |body: &b2::Body, (x, y): (f64, f64)| {
-            let point = body.world_point(&vec2(x, y));
-            to_pixels((f64::from(point.x), f64::from(point.y)))
-        };
-        let box_corners = |half_width: f64| {
-            let half_height = LEG_H / 2.0;
-            [
-                (-half_width, -half_height),
-                (half_width, -half_height),
-                (half_width, half_height),
-                (-half_width, half_height),
-            ]
-        };
         let colors = [WALKER_LEFT_LEG, WALKER_LEFT_LEG, WALKER_RIGHT_LEG, WALKER_RIGHT_LEG];
         for (index, (&segment, color)) in episode.legs.iter().zip(colors).enumerate() {
             let body = world.body(segment);
             let width = if index % 2 == 0 { LEG_W } else { 0.8 * LEG_W } / 2.0;
-            let corners: Vec<(f64, f64)> =
-                box_corners(width).iter().map(|&c| place(&body, c)).collect();
+            let corners = placed(&body, &box_corners(width, LEG_H / 2.0), to_pixels);
             canvas.polygon(&corners, color);
             canvas.outline(&corners, HULL_EDGE);
         }
-        let shape: Vec<(f64, f64)> =
-            HULL_POLY.iter().map(|&(x, y)| place(&hull, (x / SCALE, y / SCALE))).collect();
+        let in_metres = HULL_POLY.map(|(x, y)| (x / SCALE, y / SCALE));
+        let shape = placed(&hull, &in_metres, to_pixels);
         canvas.polygon(&shape, HULL);
         canvas.outline(&shape, HULL_EDGE);
         canvas.into_frame()

@@ -7,15 +7,15 @@ use std::sync::Arc;
 
 use wrapped2d::b2;
 
-use super::{create_dynamic_body, vec2, ContactWatch, Contacts, OwnedWorld, World};
+use super::{
+    box_corners, create_dynamic_body, ground_only_fixture, placed, revolute_joint, step_world,
+    vec2, ContactWatch, Contacts, OwnedWorld, World, FPS, SCALE, VIEWPORT_H, VIEWPORT_W,
+};
 use crate::env::draw::{Canvas, BACKGROUND, FLAG, FLAME, INK, LANDER, LANDER_EDGE};
 use crate::env::numpy_rng::NumpyRng;
 use crate::env::time_limit::Task;
 use crate::env::{Action, ActionSpace, Frame};
 
-const FPS: f64 = 50.0;
-/// Pixels per metre of Gymnasium's 600x400 viewport.
-const SCALE: f64 = 30.0;
 const MAIN_ENGINE_POWER: f64 = 13.0;
 const SIDE_ENGINE_POWER: f64 = 0.6;
 const INITIAL_RANDOM: f64 = 1000.0;
@@ -29,8 +29,6 @@ const LEG_SPRING_TORQUE: f64 = 40.0;
 const SIDE_ENGINE_HEIGHT: f64 = 14.0;
 const SIDE_ENGINE_AWAY: f64 = 12.0;
 const MAIN_ENGINE_Y_LOCATION: f64 = 4.0;
-const VIEWPORT_W: f64 = 600.0;
-const VIEWPORT_H: f64 = 400.0;
 const CHUNKS: usize = 11;
 const GRAVITY: f64 = -10.0;
 
@@ -109,15 +107,8 @@ impl LunarLander {
             let points: Vec<b2::Vec2> =
                 LANDER_POLY.iter().map(|&(x, y)| vec2(x / SCALE, y / SCALE)).collect();
             let shape = b2::PolygonShape::new_with(&points);
-            let mut fixture = b2::FixtureDef {
-                density: 5.0,
-                friction: 0.1,
-                restitution: 0.0,
-                filter: b2::Filter { category_bits: 0x0010, mask_bits: 0x001, group_index: 0 },
-                ..b2::FixtureDef::new()
-            };
             let mut body = world.body_mut(lander);
-            body.create_fixture(&shape, &mut fixture);
+            body.create_fixture(&shape, &mut ground_only_fixture(0x0010, 5.0, 0.1));
             let push = vec2(
                 rng.uniform(-INITIAL_RANDOM, INITIAL_RANDOM),
                 rng.uniform(-INITIAL_RANDOM, INITIAL_RANDOM),
@@ -129,20 +120,10 @@ impl LunarLander {
             let position = (initial.0 - side * LEG_AWAY / SCALE, initial.1);
             let leg = create_dynamic_body(&mut world, position, side * 0.05);
             let shape = b2::PolygonShape::new_box((LEG_W / SCALE) as f32, (LEG_H / SCALE) as f32);
-            let mut fixture = b2::FixtureDef {
-                density: 1.0,
-                restitution: 0.0,
-                filter: b2::Filter { category_bits: 0x0020, mask_bits: 0x001, group_index: 0 },
-                ..b2::FixtureDef::new()
-            };
-            world.body_mut(leg).create_fixture(&shape, &mut fixture);
+            // Gymnasium leaves the legs' friction at Box2D's default, 0.2.
+            world.body_mut(leg).create_fixture(&shape, &mut ground_only_fixture(0x0020, 1.0, 0.2));
             let (lower, upper) = if side < 0.0 { (0.9 - 0.5, 0.9) } else { (-0.9, -0.9 + 0.5) };
-            // pybox2d's joint definition, given both bodies, sets the reference angle to
-            // their difference, so each leg's limits count from its tilt at creation.
-            let reference_angle =
-                f64::from(world.body(leg).angle()) - f64::from(world.body(lander).angle());
             let joint = b2::RevoluteJointDef {
-                reference_angle: reference_angle as f32,
                 local_anchor_a: vec2(0.0, 0.0),
                 local_anchor_b: vec2(side * LEG_AWAY / SCALE, LEG_DOWN / SCALE),
                 enable_motor: true,
@@ -151,7 +132,7 @@ impl LunarLander {
                 motor_speed: (0.3 * side) as f32,
                 lower_angle: lower as f32,
                 upper_angle: upper as f32,
-                ..b2::RevoluteJointDef::new(lander, leg)
+                ..revolute_joint(&world, lander, leg)
             };
             world.create_joint(&joint);
             leg
@@ -258,7 +239,7 @@ impl Task<NumpyRng> for LunarLander {
                 lander.apply_linear_impulse(&impulse, &at, true);
             }
         }
-        world.step((1.0 / FPS) as f32, 6 * 30, 2 * 30);
+        step_world(world);
         episode.last_powers = powers;
 
         let lander = world.body(episode.lander);
@@ -311,17 +292,15 @@ impl Task<NumpyRng> for LunarLander {
 
         let world = &episode.world.0;
         let lander = world.body(episode.lander);
-        let place = |body: &b2::Body, (x, y): (f64, f64)| {
-            let point = body.world_point(&vec2(x, y));
-            to_pixels((f64::from(point.x), f64::from(point.y)))
+        // Gymnasium gives the lander's shapes in pixels of its own frame.
+        let in_metres = |points: &[(f64, f64)]| -> Vec<(f64, f64)> {
+            points.iter().map(|&(x, y)| (x / SCALE, y / SCALE)).collect()
         };
         let Powers { main: main_power, side: side_power, direction } = episode.last_powers;
         if main_power > 0.0 {
             let length = 10.0 + 20.0 * main_power;
             let flame = [(-5.0, -10.0), (5.0, -10.0), (0.0, -10.0 - length)];
-            let points: Vec<(f64, f64)> =
-                flame.iter().map(|&(x, y)| place(&lander, (x / SCALE, y / SCALE))).collect();
-            canvas.polygon(&points, FLAME);
+            canvas.polygon(&placed(&lander, &in_metres(&flame), to_pixels), FLAME);
         }
         if side_power > 0.0 {
             // The engine on the side opposite the push fires outwards.
@@ -329,21 +308,14 @@ impl Task<NumpyRng> for LunarLander {
             let root = (outward * 17.0, SIDE_ENGINE_HEIGHT - 10.0);
             let tip_x = root.0 + outward * (6.0 + 10.0 * side_power);
             let flame = [(root.0, root.1 + 3.0), (root.0, root.1 - 3.0), (tip_x, root.1)];
-            let points: Vec<(f64, f64)> =
-                flame.iter().map(|&(x, y)| place(&lander, (x / SCALE, y / SCALE))).collect();
-            canvas.polygon(&points, FLAME);
+            canvas.polygon(&placed(&lander, &in_metres(&flame), to_pixels), FLAME);
         }
-        let hull: Vec<(f64, f64)> =
-            LANDER_POLY.iter().map(|&(x, y)| place(&lander, (x / SCALE, y / SCALE))).collect();
+        let hull = placed(&lander, &in_metres(&LANDER_POLY), to_pixels);
         canvas.polygon(&hull, LANDER);
         canvas.outline(&hull, LANDER_EDGE);
         for &leg in &episode.legs {
             let leg = world.body(leg);
-            let (w, h) = (LEG_W / SCALE, LEG_H / SCALE);
-            let corners: Vec<(f64, f64)> = [(-w, -h), (w, -h), (w, h), (-w, h)]
-                .iter()
-                .map(|&corner| place(&leg, corner))
-                .collect();
+            let corners = placed(&leg, &box_corners(LEG_W / SCALE, LEG_H / SCALE), to_pixels);
             canvas.polygon(&corners, LANDER);
             canvas.outline(&corners, LANDER_EDGE);
         }

@@ -33,6 +33,19 @@ pub const IDS: [(&str, u32); 4] = [
 
 type World = b2::World<NoUserData>;
 
+// Gymnasium's scale, pace and picture, the same in both tasks.
+const FPS: f64 = 50.0;
+/// Pixels per metre of the 600x400 viewport.
+const SCALE: f64 = 30.0;
+const VIEWPORT_W: f64 = 600.0;
+const VIEWPORT_H: f64 = 400.0;
+
+/// One step of the world as both tasks take it: 1/FPS seconds, with Gymnasium's
+/// velocity and position iterations.
+fn step_world(world: &mut World) {
+    world.step((1.0 / FPS) as f32, 6 * 30, 2 * 30);
+}
+
 /// A Box2D world that moves between threads with the environment owning it.
 ///
 /// wrapped2d's world holds raw pointers to its C++ b2World, so it is not `Send`. The
@@ -160,6 +173,57 @@ fn create_dynamic_body(world: &mut World, (x, y): (f64, f64), angle: f64) -> b2:
         ..b2::BodyDef::new()
     };
     world.create_body(&definition)
+}
+
+/// A fixture that collides with the ground (category 1) only, under `category`.
+fn ground_only_fixture(category: u16, density: f32, friction: f32) -> b2::FixtureDef {
+    b2::FixtureDef {
+        density,
+        friction,
+        restitution: 0.0,
+        filter: b2::Filter { category_bits: category, mask_bits: 0x001, group_index: 0 },
+        ..b2::FixtureDef::new()
+    }
+}
+
+/// A revolute joint's definition as pybox2d makes one given both bodies: the
+/// reference angle is their angle difference at creation (Box2D's own default is 0),
+/// so the joint's limits count from the bodies' tilt then.
+fn revolute_joint(
+    world: &World,
+    body_a: b2::BodyHandle,
+    body_b: b2::BodyHandle,
+) -> b2::RevoluteJointDef {
+    let reference_angle =
+        f64::from(world.body(body_b).angle()) - f64::from(world.body(body_a).angle());
+    b2::RevoluteJointDef {
+        reference_angle: reference_angle as f32,
+        ..b2::RevoluteJointDef::new(body_a, body_b)
+    }
+}
+
+/// The corners of a box `2 half_width` by `2 half_height` centred on its body, as
+/// Box2D's `new_box` makes it.
+fn box_corners(half_width: f64, half_height: f64) -> [(f64, f64); 4] {
+    [
+        (-half_width, -half_height),
+        (half_width, -half_height),
+        (half_width, half_height),
+        (-half_width, half_height),
+    ]
+}
+
+/// Points given in `body`'s own frame (metres), where the picture shows them.
+fn placed(
+    body: &b2::Body,
+    local: &[(f64, f64)],
+    to_pixels: impl Fn((f64, f64)) -> (f64, f64),
+) -> Vec<(f64, f64)> {
+    let world_point = |&(x, y): &(f64, f64)| {
+        let point = body.world_point(&vec2(x, y));
+        to_pixels((f64::from(point.x), f64::from(point.y)))
+    };
+    local.iter().map(world_point).collect()
 }
 
 fn vec2(x: f64, y: f64) -> b2::Vec2 {
