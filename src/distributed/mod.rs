@@ -37,7 +37,7 @@ impl Launch {
         let Some((rank_name, size_name)) = launcher_variables(&var) else {
             return Ok(None);
         };
-        let Some(store_host) = var("MASTER_ADDR").filter(|host| !host.trim().is_empty()) else {
+        let Some(store_host) = master_addr(&var) else {
             return Ok(None);
         };
         let number = |name: &str| -> Result<usize> {
@@ -79,7 +79,7 @@ impl Launch {
     /// runs on one machine: that it does, and how to train across machines instead.
     pub fn ignored(var: impl Fn(&str) -> Option<String>) -> Option<String> {
         let (rank_name, size_name) = launcher_variables(&var)?;
-        var("MASTER_ADDR").filter(|host| !host.trim().is_empty()).is_none().then(|| {
+        master_addr(&var).is_none().then(|| {
             format!(
                 "note: {rank_name} and {size_name} are set but MASTER_ADDR is not, so this run trains on this \
                  machine alone; set MASTER_ADDR (and MASTER_PORT) to rank 0's address to train across machines"
@@ -97,6 +97,11 @@ impl Launch {
             _ => None,
         }
     }
+}
+
+/// Rank 0's address, when MASTER_ADDR is set and not blank.
+fn master_addr(var: &impl Fn(&str) -> Option<String>) -> Option<String> {
+    var("MASTER_ADDR").filter(|host| !host.trim().is_empty())
 }
 
 /// The rank and world-size variables of the first launcher whose pair is set.
