@@ -229,6 +229,19 @@ pub struct TrainArgs {
     /// one; with --load, the checkpoint's model decides).
     #[arg(long, help_heading = "Model")]
     pub lstm: bool,
+    /// Scale each observation element of a classic-control or Box2D task by its mean
+    /// and deviation, measured before training over 20,000 steps of random play and
+    /// kept with the model (as a3c_continuous does for BipedalWalker, whose balance
+    /// lies in inputs of a few hundredths). With --load, the checkpoint's model decides.
+    #[arg(long, help_heading = "Model")]
+    pub normalize_obs: bool,
+    /// Floor of the Gaussian policy's standard deviation, for continuous actions, in
+    /// [0.001, 10]: exploration never narrows below it, however the entropy bonus and
+    /// the advantages pull. a3c_continuous keeps 0.24 (where a Gaussian's entropy is
+    /// 0); BipedalWalker learns to walk with it and to stand still without it.
+    /// (default: 0.001; with --load, the checkpoint's)
+    #[arg(long, allow_negative_numbers = true, help_heading = "Model")]
+    pub min_std: Option<f64>,
 
     /// Shared optimizer.
     #[arg(long, value_enum, default_value_t = OptimizerName::Adam, help_heading = "Optimization")]

@@ -49,21 +49,24 @@ pub fn run(args: &EvalArgs) -> Result<()> {
     let env_crop = config.env.crop();
     let env_id = config.env.id.clone();
     // A model without a sidecar (PyTorch's) is checked by its shapes alone.
-    let played = checkpoint::load_model(&config.load_model_dir, &env_id)?;
-    let (path, tensors) = (played.path, played.tensors);
+    let checkpoint::PlayedModel { path, tensors, trained_with, sidecar_model } =
+        checkpoint::load_model(&config.load_model_dir, &env_id)?;
     let screen = checkpoint::implied_screen(&tensors);
-    let trained =
-        played.trained_with.as_ref().map(|(trained, sidecar)| (trained, sidecar.as_path()));
+    let trained = trained_with.as_ref().map(|(trained, sidecar)| (trained, sidecar.as_path()));
     let config = config.as_trained(screen, trained)?;
     if config.env.crop() != env_crop || screen != Screen::Gray80 {
         env = config.env.make(0)?;
     }
     let (hidden_size, lstm) = checkpoint::implied_architecture(&path, &tensors)?;
-    let spec = ModelSpec::for_env(env.observation_shape(), env.action_space(), hidden_size, lstm);
+    let mut spec =
+        ModelSpec::for_env(env.observation_shape(), env.action_space(), hidden_size, lstm);
     let advice = "evaluate it with the --env it was trained on; if that is this one, the file \
                   is damaged: restore it or train again";
     // Before the model is built: the shapes a damaged file implies could ask for terabytes.
     checkpoint::check_shapes(&path, &tensors, &parameter_shapes(&spec), advice)?;
+    if let Some((trained, sidecar)) = &sidecar_model {
+        checkpoint::adopt_trained_model(&mut spec, trained, sidecar)?;
+    }
     tch::set_num_threads(1);
     let device = config.device;
     let vs = nn::VarStore::new(device);

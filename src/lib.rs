@@ -68,6 +68,7 @@ pub mod ga3c;
 pub mod game_log;
 pub mod gif;
 pub mod gradients;
+pub mod input_norm;
 pub mod model;
 pub mod monitor;
 pub mod plot;

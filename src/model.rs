@@ -10,6 +10,7 @@ use tch::nn::{self, Init, Module};
 use tch::{Device, Kind, Tensor};
 
 use crate::env::ActionSpace;
+use crate::input_norm::{InputNorm, INPUT_NORM_CLIP};
 
 /// Which network, and how big.
 #[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -39,6 +40,9 @@ pub enum Body {
         inputs: i64,
         /// Whether an LSTM cell follows the two layers.
         lstm: bool,
+        /// Scaling of each observation element before the first layer (`--normalize-obs`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        input_norm: Option<InputNorm>,
     },
 }
 
@@ -47,8 +51,25 @@ pub enum Body {
 pub enum Head {
     /// Logits over this many actions.
     Discrete { actions: i64 },
-    /// A Gaussian per action dimension, its mean squashed into the bounds.
-    Gaussian { low: Vec<f32>, high: Vec<f32> },
+    /// A Gaussian per action dimension, its mean squashed into the bounds, its
+    /// standard deviation never below `min_std` (`--min-std`).
+    Gaussian {
+        low: Vec<f32>,
+        high: Vec<f32>,
+        #[serde(default = "default_min_std")]
+        min_std: f64,
+    },
+}
+
+/// The floor of a Gaussian policy's standard deviation unless `--min-std` sets one:
+/// low enough not to shape learning, high enough to keep the log-density finite.
+pub const DEFAULT_MIN_STD: f64 = 1e-3;
+
+/// The largest `--min-std`: beyond it the floor would drown any action range.
+pub const MAX_MIN_STD: f64 = 10.0;
+
+fn default_min_std() -> f64 {
+    DEFAULT_MIN_STD
 }
 
 impl ModelSpec {
@@ -64,12 +85,12 @@ impl ModelSpec {
         } else if observation_shape.len() == 3 {
             Body::AtariLstm
         } else {
-            Body::Mlp { inputs: observation_shape.iter().product(), lstm }
+            Body::Mlp { inputs: observation_shape.iter().product(), lstm, input_norm: None }
         };
         let head = match action_space {
             ActionSpace::Discrete { n } => Head::Discrete { actions: *n as i64 },
             ActionSpace::Continuous { low, high } => {
-                Head::Gaussian { low: low.clone(), high: high.clone() }
+                Head::Gaussian { low: low.clone(), high: high.clone(), min_std: DEFAULT_MIN_STD }
             }
         };
         ModelSpec { body, hidden_size, head }
@@ -144,6 +165,7 @@ pub struct Output {
 /// tanh's [-1, 1] onto them, made once rather than on every step.
 struct GaussianHead {
     std: nn::Linear,
+    min_std: f64,
     center: Tensor,
     half_range: Tensor,
 }
@@ -176,7 +198,9 @@ impl ActorCritic {
         let (body, features) = match spec.body {
             Body::AtariLstm => (atari_convs(&root), ATARI_FEATURES),
             Body::Universe => (universe_convs(&root), UNIVERSE_FEATURES),
-            Body::Mlp { inputs, .. } => (mlp(&root, inputs, hidden), hidden),
+            Body::Mlp { inputs, ref input_norm, .. } => {
+                (mlp(&root, inputs, hidden, input_norm.as_ref()), hidden)
+            }
         };
         let lstm = spec.has_lstm().then(|| match spec.body {
             Body::Universe => universe_lstm_cell(&(&root / "lstm"), features, hidden),
@@ -188,7 +212,7 @@ impl ActorCritic {
             Head::Discrete { actions } => {
                 (normalized_linear(&(&root / "actor_linear"), head_inputs, *actions, 0.01), None)
             }
-            Head::Gaussian { low, high } => {
+            Head::Gaussian { low, high, min_std } => {
                 let dims = low.len() as i64;
                 let mean = normalized_linear(&(&root / "actor_linear"), head_inputs, dims, 0.01);
                 let std = normalized_linear(&(&root / "actor_std_linear"), head_inputs, dims, 0.01);
@@ -198,7 +222,7 @@ impl ActorCritic {
                 };
                 let center = per_dim(|low, high| (low + high) / 2.0);
                 let half_range = per_dim(|low, high| (high - low) / 2.0);
-                (mean, Some(GaussianHead { std, center, half_range }))
+                (mean, Some(GaussianHead { std, min_std: *min_std, center, half_range }))
             }
         };
         let variables = vs.variables();
@@ -318,7 +342,7 @@ impl ActorCritic {
         let policy = match &self.gaussian {
             Some(head) => {
                 let mean = self.actor.forward(features).tanh() * &head.half_range + &head.center;
-                let std = head.std.forward(features).softplus() + MIN_STD;
+                let std = head.std.forward(features).softplus() + head.min_std;
                 Policy::Gaussian { mean, std }
             }
             None => Policy::Logits(self.actor.forward(features)),
@@ -437,9 +461,6 @@ fn store_channels_last(weight: &Tensor) {
         weight.shallow_clone().set_data(&reordered);
     });
 }
-
-/// Keeps the Gaussian's standard deviation, and so its log-density, finite.
-const MIN_STD: f64 = 1e-3;
 
 /// The reference's conv layers: name, input channels, filters, kernel side, padding.
 const ATARI_CONVS: [(&str, i64, i64, i64, i64); 4] = [
@@ -571,8 +592,14 @@ fn universe_lstm_cell(path: &nn::Path, inputs: i64, hidden: i64) -> LstmCell {
     }
 }
 
-/// Two ReLU layers with PyTorch's default Linear initialisation.
-fn mlp(root: &nn::Path, inputs: i64, hidden: i64) -> nn::Sequential {
+/// Two ReLU layers with PyTorch's default Linear initialisation, after the input's
+/// scaling when it has one.
+fn mlp(
+    root: &nn::Path,
+    inputs: i64,
+    hidden: i64,
+    input_norm: Option<&InputNorm>,
+) -> nn::Sequential {
     let layer = |name: &str, inputs: i64| {
         let bound = 1.0 / (inputs as f64).sqrt();
         let config = nn::LinearConfig {
@@ -582,8 +609,13 @@ fn mlp(root: &nn::Path, inputs: i64, hidden: i64) -> nn::Sequential {
         };
         nn::linear(root / name, inputs, hidden, config)
     };
-    nn::seq()
-        .add(layer("fc1", inputs))
+    let mut body = nn::seq();
+    if let Some(norm) = input_norm {
+        let device = root.device();
+        let (mean, std) = (norm.mean_tensor(device), norm.std_tensor(device));
+        body = body.add_fn(move |x| ((x - &mean) / &std).clamp(-INPUT_NORM_CLIP, INPUT_NORM_CLIP));
+    }
+    body.add(layer("fc1", inputs))
         .add_fn(|x| x.relu())
         .add(layer("fc2", hidden))
         .add_fn(|x| x.relu())
@@ -798,6 +830,34 @@ mod tests {
         }
     }
 
+    /// A model with input scaling plays as the same weights without it would on the
+    /// scaled and clipped observations: (x - mean) / std, within ±10.
+    #[test]
+    fn input_scaling_comes_before_the_first_layer() {
+        let norm = InputNorm { mean: vec![1.0, -2.0, 0.5, 0.0], std: vec![2.0, 0.5, 0.01, 1.0] };
+        let build = |input_norm: Option<InputNorm>| {
+            tch::manual_seed(9);
+            let spec = ModelSpec {
+                body: Body::Mlp { inputs: 4, lstm: false, input_norm },
+                hidden_size: 8,
+                head: Head::Discrete { actions: 2 },
+            };
+            let vs = nn::VarStore::new(Device::Cpu);
+            (ActorCritic::new(&vs, &spec), spec, vs)
+        };
+        let (scaled, spec, _scaled_vs) = build(Some(norm));
+        let (plain, _, _plain_vs) = build(None);
+        let raw = Tensor::from_slice(&[3.0f32, -2.5, 1.0, 0.25, -1.0, 0.0, 0.4, 7.0]).view([2, 4]);
+        let by_hand =
+            Tensor::from_slice(&[1.0f32, -1.0, 10.0, 0.25, -1.0, 4.0, -10.0, 7.0]).view([2, 4]);
+        let state = LstmState::zeros(&spec, Device::Cpu);
+        let value = |model: &ActorCritic, input: &Tensor| model.forward(input, &state).value;
+        let gap = (value(&scaled, &raw) - value(&plain, &by_hand)).abs().max().double_value(&[]);
+        assert!(gap < 1e-6, "{gap}");
+        let unscaled = (value(&plain, &raw) - value(&plain, &by_hand)).abs().max();
+        assert!(unscaled.double_value(&[]) > 1e-4, "the check can tell scaled from raw");
+    }
+
     /// A tape adds its products to the LSTM weights' gradients as autograd adds to the
     /// others': two recorded rollouts without zeroing in between leave twice one
     /// rollout's gradient on every parameter.
@@ -805,7 +865,7 @@ mod tests {
     fn a_tape_adds_to_existing_gradients() {
         tch::manual_seed(5);
         let spec = ModelSpec {
-            body: Body::Mlp { inputs: 4, lstm: true },
+            body: Body::Mlp { inputs: 4, lstm: true, input_norm: None },
             hidden_size: 8,
             head: Head::Discrete { actions: 3 },
         };
@@ -884,9 +944,9 @@ mod tests {
     fn gaussian_head_respects_bounds() {
         let vs = nn::VarStore::new(Device::Cpu);
         let spec = ModelSpec {
-            body: Body::Mlp { inputs: 3, lstm: false },
+            body: Body::Mlp { inputs: 3, lstm: false, input_norm: None },
             hidden_size: 16,
-            head: Head::Gaussian { low: vec![-2.0], high: vec![2.0] },
+            head: Head::Gaussian { low: vec![-2.0], high: vec![2.0], min_std: 0.5 },
         };
         let model = ActorCritic::new(&vs, &spec);
         let observations = Tensor::randn([64, 3], (Kind::Float, Device::Cpu)) * 100.0;
@@ -896,7 +956,7 @@ mod tests {
             Policy::Gaussian { mean, std } => {
                 assert_eq!(mean.size(), [64, 1]);
                 assert!(mean.abs().max().double_value(&[]) <= 2.0);
-                assert!(std.min().double_value(&[]) >= MIN_STD * 0.999);
+                assert!(std.min().double_value(&[]) >= 0.5 * 0.999);
             }
             Policy::Logits(_) => panic!("Gaussian head expected"),
         }
@@ -923,14 +983,14 @@ mod tests {
                 head: Head::Discrete { actions: 4 },
             },
             ModelSpec {
-                body: Body::Mlp { inputs: 4, lstm: false },
+                body: Body::Mlp { inputs: 4, lstm: false, input_norm: None },
                 hidden_size: 16,
                 head: Head::Discrete { actions: 2 },
             },
             ModelSpec {
-                body: Body::Mlp { inputs: 3, lstm: true },
+                body: Body::Mlp { inputs: 3, lstm: true, input_norm: None },
                 hidden_size: 8,
-                head: Head::Gaussian { low: vec![-2.0], high: vec![2.0] },
+                head: Head::Gaussian { low: vec![-2.0], high: vec![2.0], min_std: 0.5 },
             },
         ];
         for spec in specs {

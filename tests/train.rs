@@ -327,3 +327,96 @@ fn a_fixed_seed_run_trains_the_recorded_weights() {
         assert!(gap <= 1e-5, "{name} differs by {gap}");
     }
 }
+
+/// --normalize-obs measures the scaling once and keeps it with the model: the sidecar
+/// holds CartPole's 4 means and deviations, a resumed run keeps them unchanged, eval
+/// plays with them, and a sidecar whose scaling does not fit the network is refused
+/// by both on one line. Atari screens and a resume that contradicts the checkpoint are
+/// refused too.
+#[test]
+fn observation_scaling_is_kept_with_the_model() {
+    let scratch = Scratch::new("normalize-obs");
+    let sidecar = scratch.path("trained_models/CartPole-v1.json");
+    let scaling = || {
+        let json: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&sidecar).unwrap()).unwrap();
+        json["model"]["body"]["Mlp"]["input_norm"].clone()
+    };
+    let run = scratch.a3g_owned(&small_cartpole(&["--normalize-obs", "--max-steps", "300"]));
+    assert!(run.status.success(), "{}", run.stderr);
+    let measured = scaling();
+    assert_eq!(measured["mean"].as_array().map(Vec::len), Some(4), "{measured}");
+    assert_eq!(measured["std"].as_array().map(Vec::len), Some(4), "{measured}");
+    let resumed = scratch.a3g_owned(&small_cartpole(&["--load", "--max-steps", "600"]));
+    assert!(resumed.status.success(), "{}", resumed.stderr);
+    assert!(saved_agent_steps(&sidecar) >= 600);
+    assert_eq!(scaling(), measured);
+    let eval = ["eval", "--env", "CartPole-v1", "--num-episodes", "1"];
+    let played = scratch.a3g(&eval);
+    assert!(played.status.success(), "{}", played.stderr);
+
+    let mut json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&sidecar).unwrap()).unwrap();
+    json["model"]["body"]["Mlp"]["input_norm"]["mean"].as_array_mut().unwrap().pop();
+    std::fs::write(&sidecar, serde_json::to_string_pretty(&json).unwrap()).unwrap();
+    for refused in [scratch.a3g(&eval), scratch.a3g_owned(&small_cartpole(&["--load"]))] {
+        let line = assert_one_line_error(&refused);
+        assert!(line.contains("3 means and 4 deviations for 4 inputs"), "{line}");
+    }
+
+    let plain = Scratch::new("normalize-obs-plain");
+    let run = plain.a3g_owned(&small_cartpole(&["--max-steps", "100"]));
+    assert!(run.status.success(), "{}", run.stderr);
+    let line = assert_one_line_error(&plain.a3g_owned(&small_cartpole(&[
+        "--load",
+        "--normalize-obs",
+        "--max-steps",
+        "200",
+    ])));
+    assert!(line.contains("--normalize-obs") && line.contains("unscaled inputs"), "{line}");
+    let line = assert_one_line_error(&plain.a3g(&[
+        "train",
+        "--env",
+        "PongDeterministic-v4",
+        "--normalize-obs",
+        "--max-steps",
+        "10",
+    ]));
+    assert!(line.contains("screens are scaled already"), "{line}");
+}
+
+/// --min-std sets the Gaussian's floor, which the sidecar keeps and a resume takes; a
+/// resume asking for another floor, a floor out of range and a floor for discrete
+/// actions are each refused on one line.
+#[test]
+fn the_gaussian_floor_is_kept_with_the_model() {
+    let scratch = Scratch::new("min-std");
+    let pendulum = |extra: &[&str]| -> Vec<String> {
+        ["train", "--env", "Pendulum-v1", "--workers", "1", "--hidden-size", "16"]
+            .iter()
+            .chain(extra)
+            .map(|flag| flag.to_string())
+            .collect()
+    };
+    let run = scratch.a3g_owned(&pendulum(&["--min-std", "0.3", "--max-steps", "200"]));
+    assert!(run.status.success(), "{}", run.stderr);
+    let sidecar = scratch.path("trained_models/Pendulum-v1.json");
+    let floor = || {
+        let json: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&sidecar).unwrap()).unwrap();
+        json["model"]["head"]["Gaussian"]["min_std"].as_f64()
+    };
+    assert_eq!(floor(), Some(0.3));
+    let resumed = scratch.a3g_owned(&pendulum(&["--load", "--max-steps", "400"]));
+    assert!(resumed.status.success(), "{}", resumed.stderr);
+    assert_eq!(floor(), Some(0.3));
+    let line =
+        assert_one_line_error(&scratch.a3g_owned(&pendulum(&["--load", "--min-std", "0.5"])));
+    assert!(line.contains("--min-std 0.5") && line.contains("a floor of 0.3"), "{line}");
+    for bad in ["0", "-1", "11", "NaN"] {
+        let line = assert_one_line_error(&scratch.a3g_owned(&pendulum(&["--min-std", bad])));
+        assert!(line.contains("is outside [0.001, 10]"), "{bad}: {line}");
+    }
+    let line = assert_one_line_error(&scratch.a3g_owned(&small_cartpole(&["--min-std", "0.3"])));
+    assert!(line.contains("CartPole-v1's actions are discrete"), "{line}");
+}

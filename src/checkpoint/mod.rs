@@ -26,7 +26,7 @@ use tch::{Kind, Tensor};
 
 use crate::config::TrainedWith;
 use crate::error::{Error, Result};
-use crate::model::ModelSpec;
+use crate::model::{Body, Head, ModelSpec, DEFAULT_MIN_STD, MAX_MIN_STD};
 use crate::shared_optim::OptimizerKind;
 
 /// The largest counter a checkpoint may hold: 2^53, the largest integer every JSON
@@ -367,6 +367,39 @@ pub struct PlayedModel {
     /// What the run that trained it recorded, and the sidecar recording it; `None`
     /// for a PyTorch file or a sidecar of a3g 0.1.
     pub trained_with: Option<(TrainedWith, PathBuf)>,
+    /// The model its sidecar describes, and the sidecar; `None` for a PyTorch file.
+    pub sidecar_model: Option<(ModelSpec, PathBuf)>,
+}
+
+/// Gives `spec`, built for the environment played, what else `trained`, the model a
+/// checkpoint's sidecar (`sidecar`) describes, has: its input scaling and its
+/// Gaussian's floor. Either out of range, or a scaling that does not fit `spec`'s
+/// inputs, means a damaged or made-up sidecar, and is refused.
+pub fn adopt_trained_model(
+    spec: &mut ModelSpec,
+    trained: &ModelSpec,
+    sidecar: &Path,
+) -> Result<()> {
+    let corrupt = |reason: String| Error::CorruptCheckpoint { path: sidecar.to_path_buf(), reason };
+    if let (Head::Gaussian { min_std, .. }, Head::Gaussian { min_std: trained_min_std, .. }) =
+        (&mut spec.head, &trained.head)
+    {
+        if !(DEFAULT_MIN_STD..=MAX_MIN_STD).contains(trained_min_std) {
+            return Err(corrupt(format!(
+                "its Gaussian's min_std {trained_min_std} is outside [{DEFAULT_MIN_STD}, {MAX_MIN_STD}]"
+            )));
+        }
+        *min_std = *trained_min_std;
+    }
+    let Body::Mlp { input_norm: Some(norm), .. } = &trained.body else { return Ok(()) };
+    let Body::Mlp { inputs, input_norm, .. } = &mut spec.body else {
+        return Err(corrupt("it gives input scaling to a network of screens".into()));
+    };
+    if let Some(reason) = norm.problem(*inputs) {
+        return Err(corrupt(reason));
+    }
+    *input_norm = Some(norm.clone());
+    Ok(())
 }
 
 /// Reads the model `a3g eval` plays: a3g's own checkpoint (verified as `--load`
@@ -381,12 +414,16 @@ pub fn load_model(dir: &Path, env: &str) -> Result<PlayedModel> {
         return Ok(PlayedModel {
             path: checkpoint.files.model,
             tensors: checkpoint.model,
-            trained_with: checkpoint.sidecar.trained_with.map(|trained| (trained, sidecar_path)),
+            trained_with: checkpoint
+                .sidecar
+                .trained_with
+                .map(|trained| (trained, sidecar_path.clone())),
+            sidecar_model: Some((checkpoint.sidecar.model, sidecar_path)),
         });
     }
     let path = find_model(dir, env)?;
     let tensors = read_model(&path)?;
-    Ok(PlayedModel { path, tensors, trained_with: None })
+    Ok(PlayedModel { path, tensors, trained_with: None, sidecar_model: None })
 }
 
 /// Model file extensions, in the order they are looked for: a3g's safetensors,
@@ -592,7 +629,7 @@ mod tests {
             a3g_version: "test".into(),
             env: env.into(),
             model: ModelSpec {
-                body: Body::Mlp { inputs: 4, lstm: false },
+                body: Body::Mlp { inputs: 4, lstm: false, input_norm: None },
                 hidden_size: 8,
                 head: Head::Discrete { actions: 2 },
             },

@@ -18,7 +18,8 @@ use crate::device;
 use crate::distributed::Launch;
 use crate::env::{self, atari::AtariId, Crop, CropTable, Env, EnvOptions, Screen};
 use crate::error::{Error, Result};
-use crate::model::{parameter_shapes, Body, ModelSpec};
+use crate::input_norm::{InputNorm, MEASURE_SEED, MEASURE_STEPS};
+use crate::model::{parameter_shapes, Body, Head, ModelSpec, DEFAULT_MIN_STD, MAX_MIN_STD};
 use crate::rollout::{LossConfig, RewardShaping};
 use crate::shared_optim::OptimizerKind;
 
@@ -63,10 +64,15 @@ impl EnvConfig {
         self.base_seed.wrapping_add(rank as u64)
     }
 
+    /// The environment these options make with seed `seed`, whatever the ranks'.
+    pub fn make_seeded(&self, seed: u64) -> Result<Box<dyn Env>> {
+        env::make(&self.id, &EnvOptions { seed, ..self.options.clone() })
+    }
+
     /// The environment of rank `rank`. Training gives workers (or agents) ranks from 0
     /// and the test agent rank `workers`; eval plays rank 0.
     pub fn make(&self, rank: usize) -> Result<Box<dyn Env>> {
-        env::make(&self.id, &EnvOptions { seed: self.seed(rank), ..self.options.clone() })
+        self.make_seeded(self.seed(rank))
     }
 
     /// The rows kept of the game's screens, when an Atari game is played on the
@@ -356,6 +362,28 @@ impl TrainConfig {
         // network, and so GA3C's default agent count and the screen, are known.
         let provisional_rank = args.workers.unwrap_or(cores);
         let mut test_env = env.make(provisional_rank)?;
+        if let Some(min_std) = args.min_std {
+            if !(DEFAULT_MIN_STD..=MAX_MIN_STD).contains(&min_std) {
+                return Err(Error::BadArguments(format!(
+                    "--min-std {min_std} is outside [{DEFAULT_MIN_STD}, {MAX_MIN_STD}]; a3c_continuous's \
+                     floor is 0.24"
+                )));
+            }
+            if test_env.action_space().bounds().is_none() {
+                return Err(Error::BadArguments(format!(
+                    "--min-std floors the Gaussian of continuous actions; {}'s actions are discrete: \
+                     leave it out",
+                    env.id
+                )));
+            }
+        }
+        if args.normalize_obs && test_env.observation_shape().len() != 1 {
+            return Err(Error::BadArguments(format!(
+                "--normalize-obs scales the observations of classic-control and Box2D tasks; {}'s \
+                 screens are scaled already: leave it out",
+                env.id
+            )));
+        }
         // Rank 0 reads the checkpoint and gives its weights to the other ranks, which
         // may not see its disk.
         let resume = if args.load && leads {
@@ -378,7 +406,7 @@ impl TrainConfig {
         let remake = screen != flag_screen || env.options.crops != flag_crops;
         let spec = match &resume {
             Some(checkpoint) => {
-                let spec = resumed_spec(args, test_env.as_ref(), &checkpoint.sidecar)?;
+                let mut spec = resumed_spec(args, test_env.as_ref(), &checkpoint.sidecar)?;
                 // Before the model is built: a damaged or crafted set could imply a
                 // model of any size.
                 checkpoint::check_shapes(
@@ -387,15 +415,29 @@ impl TrainConfig {
                     &parameter_shapes(&spec),
                     checkpoint::SIDECAR_MISMATCH,
                 )?;
+                let sidecar = checkpoint.files.sidecar.as_path();
+                checkpoint::adopt_trained_model(&mut spec, &checkpoint.sidecar.model, sidecar)?;
                 spec
             }
-            None => ModelSpec::for_env(
-                test_env.observation_shape(),
-                test_env.action_space(),
-                args.hidden_size
-                    .unwrap_or(args.model.unwrap_or(ModelName::A3cLstm).default_hidden_size()),
-                args.lstm,
-            ),
+            None => {
+                let mut spec = ModelSpec::for_env(
+                    test_env.observation_shape(),
+                    test_env.action_space(),
+                    args.hidden_size
+                        .unwrap_or(args.model.unwrap_or(ModelName::A3cLstm).default_hidden_size()),
+                    args.lstm,
+                );
+                if let (Some(floor), Head::Gaussian { min_std, .. }) =
+                    (args.min_std, &mut spec.head)
+                {
+                    *min_std = floor;
+                }
+                if let (true, Body::Mlp { input_norm, .. }) = (args.normalize_obs, &mut spec.body) {
+                    let mut measured = env.make_seeded(MEASURE_SEED)?;
+                    *input_norm = Some(InputNorm::measure(measured.as_mut(), MEASURE_STEPS));
+                }
+                spec
+            }
         };
         let workers = args.workers.unwrap_or(match args.trainer {
             TrainerName::A3c => cores,
@@ -653,12 +695,30 @@ fn resumed_spec(args: &TrainArgs, env: &dyn Env, sidecar: &Sidecar) -> Result<Mo
             "--hidden-size",
         ));
     }
-    let lstm = match trained.body {
-        Body::Mlp { lstm, .. } => lstm,
-        Body::AtariLstm | Body::Universe => true,
+    let (lstm, scaled) = match &trained.body {
+        Body::Mlp { lstm, input_norm, .. } => (*lstm, input_norm.is_some()),
+        Body::AtariLstm | Body::Universe => (true, false),
     };
     if args.lstm && !lstm {
         return Err(contradiction(sidecar, "--lstm".into(), "no LSTM cell".into(), "--lstm"));
+    }
+    if let (Some(asked), Head::Gaussian { min_std, .. }) = (args.min_std, &trained.head) {
+        if asked != *min_std {
+            return Err(contradiction(
+                sidecar,
+                format!("--min-std {asked}"),
+                format!("a floor of {min_std}"),
+                "--min-std",
+            ));
+        }
+    }
+    if args.normalize_obs && !scaled {
+        return Err(contradiction(
+            sidecar,
+            "--normalize-obs".into(),
+            "unscaled inputs".into(),
+            "--normalize-obs",
+        ));
     }
     Ok(ModelSpec::for_env(env.observation_shape(), env.action_space(), trained.hidden_size, lstm))
 }
@@ -727,7 +787,7 @@ mod tests {
             (reference.predict_min_batch, reference.train_batch, reference.trainers),
             (8, 8, 2)
         );
-        let classic = ga3c(&[], Body::Mlp { inputs: 4, lstm: false }, 8, 2);
+        let classic = ga3c(&[], Body::Mlp { inputs: 4, lstm: false, input_norm: None }, 8, 2);
         assert_eq!((classic.predict_min_batch, classic.train_batch, classic.trainers), (1, 4, 1));
         assert_eq!(classic.predict_timeout, Duration::ZERO);
         let asked =

@@ -327,12 +327,12 @@ fn answer(batch: Vec<Request>, host: &[f64], layout: &ReadLayout, version: u64) 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{Body, Head};
+    use crate::model::{Body, Head, DEFAULT_MIN_STD};
     use crate::shared_optim::OptimizerKind;
     use std::thread::JoinHandle;
 
     fn spec(lstm: bool, head: Head) -> ModelSpec {
-        ModelSpec { body: Body::Mlp { inputs: 4, lstm }, hidden_size: 8, head }
+        ModelSpec { body: Body::Mlp { inputs: 4, lstm, input_norm: None }, hidden_size: 8, head }
     }
 
     /// Predictors over `shared`'s parameters for `agents` agents, running until stopped
@@ -543,7 +543,7 @@ mod tests {
     #[test]
     fn weights_are_pulled_when_the_update_count_moves() {
         tch::manual_seed(4);
-        let head = Head::Gaussian { low: vec![-2.0], high: vec![2.0] };
+        let head = Head::Gaussian { low: vec![-2.0], high: vec![2.0], min_std: DEFAULT_MIN_STD };
         let shared = ActorCritic::new(&nn::VarStore::new(Device::Cpu), &spec(false, head));
         let batching = Batching { min_batch: 1, max_batch: 4, timeout: Duration::from_millis(1) };
         let running = start(&shared, 3, 1, batching);

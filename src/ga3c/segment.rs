@@ -297,12 +297,12 @@ fn targets(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{Body, Head, ModelSpec, Policy, UNIVERSE_SIDE};
+    use crate::model::{Body, Head, ModelSpec, Policy, DEFAULT_MIN_STD, UNIVERSE_SIDE};
     use crate::rollout::Rollout;
     use tch::nn;
 
     fn mlp(head: Head, lstm: bool) -> ModelSpec {
-        ModelSpec { body: Body::Mlp { inputs: 4, lstm }, hidden_size: 8, head }
+        ModelSpec { body: Body::Mlp { inputs: 4, lstm, input_norm: None }, hidden_size: 8, head }
     }
 
     fn discrete() -> Head {
@@ -311,7 +311,7 @@ mod tests {
 
     /// Pendulum-like bounds, in two dimensions so the log-density's sum is exercised.
     fn gaussian() -> Head {
-        Head::Gaussian { low: vec![-2.0, -1.0], high: vec![2.0, 1.0] }
+        Head::Gaussian { low: vec![-2.0, -1.0], high: vec![2.0, 1.0], min_std: DEFAULT_MIN_STD }
     }
 
     fn observation_shape(spec: &ModelSpec) -> Vec<i64> {

@@ -670,7 +670,7 @@ mod tests {
 
         let vs = tch::nn::VarStore::new(tch::Device::Cpu);
         let spec = ModelSpec {
-            body: Body::Mlp { inputs: 4, lstm: true },
+            body: Body::Mlp { inputs: 4, lstm: true, input_norm: None },
             hidden_size: 8,
             head: Head::Discrete { actions: 2 },
         };
