@@ -564,7 +564,8 @@ pub struct EnvsArgs {
 #[derive(Debug, Args)]
 pub struct PlotArgs {
     /// Game logs to draw on the same axes: `a3g train`'s logs/<env>_log, `a3g eval`'s
-    /// <env>_mon_log (no agent steps), or the Python reference's logs.
+    /// <env>_mon_log (no agent steps), or the Python references' logs
+    /// (rl_a3c_pytorch's and a3c_continuous's).
     #[arg(required = true, value_name = "LOG")]
     pub logs: Vec<PathBuf>,
     /// PNG file to write (default: the first log's path with .png added).

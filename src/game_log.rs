@@ -107,6 +107,9 @@ pub fn resumed_at(line: &str) -> Option<u64> {
 
 /// How a game line begins, wherever it starts in the line.
 const GAME_MARK: &str = "Time ";
+/// How a game line of a3c_continuous (the reference's sibling for continuous actions)
+/// begins, after its logger's time of day.
+const CONTINUOUS_GAME_MARK: &str = "Time: ";
 /// What follows a status line's clock.
 const STATUS_MARK: &str = "] agent steps ";
 
@@ -134,11 +137,34 @@ pub struct Clock {
 
 /// What `line` of a game log holds.
 pub fn record(line: &str) -> Record {
-    match line.matches(GAME_MARK).count() + line.matches(STATUS_MARK).count() {
+    let marks = [GAME_MARK, CONTINUOUS_GAME_MARK, STATUS_MARK];
+    match marks.iter().map(|mark| line.matches(mark).count()).sum::<usize>() {
         0 => Record::Other,
-        1 => read_game_line(line).or_else(|| read_status_line(line)).unwrap_or(Record::Broken),
+        1 => read_game_line(line)
+            .or_else(|| read_continuous_game_line(line))
+            .or_else(|| read_status_line(line))
+            .unwrap_or(Record::Broken),
         _ => Record::Broken,
     }
+}
+
+/// a3c_continuous's game line, `<time of day>: Time: 00h 01m 23s, episode_reward: R,
+/// episode_length: N, reward_mean: M`; its clock wraps after a day, as the reference's.
+fn read_continuous_game_line(line: &str) -> Option<Record> {
+    let (prefix, rest) = line.split_once(CONTINUOUS_GAME_MARK)?;
+    if !prefix.ends_with(": ") {
+        return None;
+    }
+    let (clock, rest) = rest.split_once(", episode_reward: ")?;
+    let (reward, rest) = rest.split_once(", episode_length: ")?;
+    let (length, mean) = rest.split_once(", reward_mean: ")?;
+    let reward = reward.parse::<f64>().ok().filter(|reward| reward.is_finite())?;
+    digits(length)?;
+    mean.parse::<f64>().ok()?;
+    Some(Record::Game {
+        clock: Clock { seconds: clock_seconds(clock)?, wraps_daily: true },
+        reward,
+    })
 }
 
 /// `Time 00h 01m 23s, episode reward R, episode length N, reward mean M` and nothing
@@ -232,6 +258,28 @@ mod tests {
             record(huge),
             Record::Game { clock: Clock { seconds: 3.6e17, wraps_daily: false }, reward: 1e308 }
         );
+    }
+
+    /// a3c_continuous's game lines read after its logger's time of day, whole or not
+    /// at all.
+    #[test]
+    fn continuous_reference_game_lines_read() {
+        let line = "15:19:09.851423: Time: 00h 03m 44s, episode_reward: 285.43, episode_length: \
+                    1062, reward_mean: 1.56";
+        assert_eq!(
+            record(line),
+            Record::Game { clock: Clock { seconds: 224.0, wraps_daily: true }, reward: 285.43 }
+        );
+        for broken in [
+            line.replace("15:19:09.851423: ", ""),
+            line.replace("1062", "1062.5"),
+            line.replace("285.43", "NaN"),
+            format!("{line}, x"),
+        ] {
+            assert_eq!(record(&broken), Record::Broken, "{broken}");
+        }
+        let other = "15:15:25.700461: optimizer: Adam";
+        assert_eq!(record(other), Record::Other);
     }
 
     /// Two logs open on one file, as two runs with one --log-dir have, each written

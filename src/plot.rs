@@ -246,12 +246,17 @@ fn mean(scores: &VecDeque<f64>) -> f64 {
 }
 
 /// The value of an argument line `key: value`, a JSON value in a3g's logs and plain
-/// text after the logger's `date : ` in the Python reference's.
+/// text after the logger's `date : ` in the Python reference's (`time: ` in
+/// a3c_continuous's).
 fn argument(line: &str, key: &str) -> Option<String> {
     let prefix = format!("{key}: ");
+    let after_logger = |separator: &str| {
+        line.split_once(separator).and_then(|(_, rest)| rest.strip_prefix(&prefix))
+    };
     let value = line
         .strip_prefix(&prefix)
-        .or_else(|| line.split_once(" : ").and_then(|(_, rest)| rest.strip_prefix(&prefix)))?;
+        .or_else(|| after_logger(" : "))
+        .or_else(|| after_logger(": "))?;
     Some(serde_json::from_str::<String>(value).unwrap_or_else(|_| value.trim().to_string()))
 }
 
@@ -766,6 +771,21 @@ Time 00h 00m 07s, episode reward -21, episode len";
         assert_eq!(
             seconds_steps_means(&log.curves[0]),
             [(21.0, None, 500.0), (86_399.0, None, 450.0), (86_421.0, None, 400.0)]
+        );
+    }
+
+    /// a3c_continuous's log: its env argument and games after the time of day.
+    #[test]
+    fn continuous_reference_log_reads() {
+        let log = parse(
+            "15:15:25.700445: env: BipedalWalker-v3\n\
+             15:15:44.201368: Time: 00h 00m 18s, episode_reward: -139.14, episode_length: 199, reward_mean: -139.14\n\
+             15:19:09.851423: Time: 00h 03m 44s, episode_reward: 285.43, episode_length: 1062, reward_mean: 73.14\n",
+        );
+        assert_eq!(log.env.as_deref(), Some("BipedalWalker-v3"));
+        assert_eq!(
+            seconds_steps_means(&log.curves[0]),
+            [(18.0, None, -139.14), (224.0, None, (285.43 - 139.14) / 2.0)]
         );
     }
 
