@@ -444,6 +444,20 @@ fn shipped_lunar_lander_model_is_solved() {
     assert!(mean >= 222.31 - 2.0 * 6.05, "{summary}");
 }
 
+/// The BipedalWalker-v3 model shipped in trained_models/ still walks as README's
+/// Results row says: 100 games with seed 1 scored 308.82 ± 49.01 (a game in ten or so
+/// stumbles). The bound is that mean less two standard errors (49 / √100 = 4.9), 299;
+/// Gymnasium's bar for solved is 300, and standing still until the limit scores about
+/// -60 to -20.
+#[test]
+fn shipped_bipedal_walker_model_walks() {
+    let scratch = Scratch::new("eval-shipped-bipedal-walker");
+    let summary = evaluate_shipped(&scratch, "BipedalWalker-v3", "100", "1");
+    assert_eq!(summary["episodes"], 100);
+    let mean = summary["mean"].as_f64().unwrap();
+    assert!(mean >= 308.82 - 2.0 * 4.9, "{summary}");
+}
+
 /// Each bad input is refused on one line that names it, and no file is changed.
 #[test]
 fn bad_eval_input_is_one_line() {
