@@ -155,16 +155,7 @@ fn read_continuous_game_line(line: &str) -> Option<Record> {
     if !prefix.ends_with(": ") {
         return None;
     }
-    let (clock, rest) = rest.split_once(", episode_reward: ")?;
-    let (reward, rest) = rest.split_once(", episode_length: ")?;
-    let (length, mean) = rest.split_once(", reward_mean: ")?;
-    let reward = reward.parse::<f64>().ok().filter(|reward| reward.is_finite())?;
-    digits(length)?;
-    mean.parse::<f64>().ok()?;
-    Some(Record::Game {
-        clock: Clock { seconds: clock_seconds(clock)?, wraps_daily: true },
-        reward,
-    })
+    read_game_fields(rest, [", episode_reward: ", ", episode_length: ", ", reward_mean: "], true)
 }
 
 /// `Time 00h 01m 23s, episode reward R, episode length N, reward mean M` and nothing
@@ -177,9 +168,20 @@ fn read_game_line(line: &str) -> Option<Record> {
         _ if prefix.ends_with(" : ") => true,
         _ => return None,
     };
-    let (clock, rest) = rest.split_once(", episode reward ")?;
-    let (reward, rest) = rest.split_once(", episode length ")?;
-    let (length, mean) = rest.split_once(", reward mean ")?;
+    read_game_fields(
+        rest,
+        [", episode reward ", ", episode length ", ", reward mean "],
+        wraps_daily,
+    )
+}
+
+/// A game line after its mark: the clock, then reward, length and mean, each after its
+/// own separator (the formats differ only in those), and nothing after the mean.
+fn read_game_fields(rest: &str, separators: [&str; 3], wraps_daily: bool) -> Option<Record> {
+    let [before_reward, before_length, before_mean] = separators;
+    let (clock, rest) = rest.split_once(before_reward)?;
+    let (reward, rest) = rest.split_once(before_length)?;
+    let (length, mean) = rest.split_once(before_mean)?;
     let reward = reward.parse::<f64>().ok().filter(|reward| reward.is_finite())?;
     digits(length)?;
     mean.parse::<f64>().ok()?;
