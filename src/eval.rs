@@ -49,10 +49,13 @@ pub fn run(args: &EvalArgs) -> Result<()> {
     let env_crop = config.env.crop();
     let env_id = config.env.id.clone();
     // A model without a sidecar (PyTorch's) is checked by its shapes alone.
-    let checkpoint::PlayedModel { path, tensors, trained_with, sidecar_model } =
+    let checkpoint::PlayedModel { path, tensors, sidecar } =
         checkpoint::load_model(&config.load_model_dir, &env_id)?;
     let screen = checkpoint::implied_screen(&tensors);
-    let trained = trained_with.as_ref().map(|(trained, sidecar)| (trained, sidecar.as_path()));
+    // A sidecar of a3g 0.1 records no settings.
+    let trained = sidecar.as_ref().and_then(|(sidecar, sidecar_path)| {
+        Some((sidecar.trained_with.as_ref()?, sidecar_path.as_path()))
+    });
     let config = config.as_trained(screen, trained)?;
     if config.env.crop() != env_crop || screen != Screen::Gray80 {
         env = config.env.make(0)?;
@@ -64,8 +67,8 @@ pub fn run(args: &EvalArgs) -> Result<()> {
                   is damaged: restore it or train again";
     // Before the model is built: the shapes a damaged file implies could ask for terabytes.
     checkpoint::check_shapes(&path, &tensors, &parameter_shapes(&spec), advice)?;
-    if let Some((trained, sidecar)) = &sidecar_model {
-        checkpoint::adopt_trained_model(&mut spec, trained, sidecar)?;
+    if let Some((sidecar, sidecar_path)) = &sidecar {
+        checkpoint::adopt_trained_model(&mut spec, &sidecar.model, sidecar_path)?;
     }
     tch::set_num_threads(1);
     let device = config.device;

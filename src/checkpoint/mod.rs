@@ -364,11 +364,8 @@ pub struct PlayedModel {
     /// The model file.
     pub path: PathBuf,
     pub tensors: Vec<(String, Tensor)>,
-    /// What the run that trained it recorded, and the sidecar recording it; `None`
-    /// for a PyTorch file or a sidecar of a3g 0.1.
-    pub trained_with: Option<(TrainedWith, PathBuf)>,
-    /// The model its sidecar describes, and the sidecar; `None` for a PyTorch file.
-    pub sidecar_model: Option<(ModelSpec, PathBuf)>,
+    /// Its sidecar, read, and where it lies; `None` for a PyTorch file.
+    pub sidecar: Option<(Sidecar, PathBuf)>,
 }
 
 /// Gives `spec`, built for the environment played, what else `trained`, the model a
@@ -410,20 +407,15 @@ pub fn load_model(dir: &Path, env: &str) -> Result<PlayedModel> {
     if current.sidecar.exists() || previous.sidecar.exists() {
         let checkpoint = load_for(dir, env, Purpose::Play)?;
         checkpoint.sidecar.check_env(&checkpoint.files.model, env)?;
-        let sidecar_path = checkpoint.files.sidecar;
         return Ok(PlayedModel {
             path: checkpoint.files.model,
             tensors: checkpoint.model,
-            trained_with: checkpoint
-                .sidecar
-                .trained_with
-                .map(|trained| (trained, sidecar_path.clone())),
-            sidecar_model: Some((checkpoint.sidecar.model, sidecar_path)),
+            sidecar: Some((checkpoint.sidecar, checkpoint.files.sidecar)),
         });
     }
     let path = find_model(dir, env)?;
     let tensors = read_model(&path)?;
-    Ok(PlayedModel { path, tensors, trained_with: None, sidecar_model: None })
+    Ok(PlayedModel { path, tensors, sidecar: None })
 }
 
 /// Model file extensions, in the order they are looked for: a3g's safetensors,
