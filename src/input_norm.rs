@@ -31,7 +31,7 @@ pub const MEASURE_SEED: u64 = 0;
 
 /// Smallest deviation an element is divided by: an element that random play barely
 /// moves (a contact flag that seldom fires) is not blown up a thousandfold.
-pub const MIN_STD: f32 = 1e-2;
+pub const MIN_DEVIATION: f32 = 1e-2;
 
 /// Per-element mean and deviation of a flat observation.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -61,7 +61,8 @@ impl InputNorm {
             let step = env.step(&random_action(env.action_space(), &mut rng));
             observation = if step.done() { env.reset(None) } else { step.observation };
         }
-        let std = squares.iter().map(|&squares| ((squares / count).sqrt() as f32).max(MIN_STD));
+        let std =
+            squares.iter().map(|&squares| ((squares / count).sqrt() as f32).max(MIN_DEVIATION));
         InputNorm { mean: mean.iter().map(|&mean| mean as f32).collect(), std: std.collect() }
     }
 
@@ -79,9 +80,9 @@ impl InputNorm {
         if self.mean.iter().any(|mean| !mean.is_finite()) {
             return Some("its input scaling has a mean that is not finite".into());
         }
-        if self.std.iter().any(|std| !std.is_finite() || *std < MIN_STD) {
+        if self.std.iter().any(|std| !std.is_finite() || *std < MIN_DEVIATION) {
             return Some(format!(
-                "its input scaling has a deviation below {MIN_STD} or not finite"
+                "its input scaling has a deviation below {MIN_DEVIATION} or not finite"
             ));
         }
         None
@@ -129,7 +130,7 @@ mod tests {
         assert_eq!(norm.problem(24), None);
         assert!(norm.std[0] < 0.5 && norm.std[1] < 0.2, "hull {:?}", &norm.std[..2]);
         assert!(norm.mean[14..].iter().all(|mean| (0.0..=1.0).contains(mean)), "{:?}", norm.mean);
-        assert!(norm.std.iter().any(|&std| std > MIN_STD * 10.0), "{:?}", norm.std);
+        assert!(norm.std.iter().any(|&std| std > MIN_DEVIATION * 10.0), "{:?}", norm.std);
         assert_eq!(norm, measure("BipedalWalker-v3", 3_000));
     }
 

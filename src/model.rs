@@ -65,8 +65,9 @@ pub enum Head {
 /// low enough not to shape learning, high enough to keep the log-density finite.
 pub const DEFAULT_MIN_STD: f64 = 1e-3;
 
-/// The largest `--min-std`: beyond it the floor would drown any action range.
-pub const MAX_MIN_STD: f64 = 10.0;
+/// The floors `--min-std` and a sidecar may set: from the default up to 10, beyond
+/// which the floor would drown any action range.
+pub const MIN_STD_RANGE: std::ops::RangeInclusive<f64> = DEFAULT_MIN_STD..=10.0;
 
 fn default_min_std() -> f64 {
     DEFAULT_MIN_STD

@@ -26,7 +26,7 @@ use tch::{Kind, Tensor};
 
 use crate::config::TrainedWith;
 use crate::error::{Error, Result};
-use crate::model::{Body, Head, ModelSpec, DEFAULT_MIN_STD, MAX_MIN_STD};
+use crate::model::{Body, Head, ModelSpec, MIN_STD_RANGE};
 use crate::shared_optim::OptimizerKind;
 
 /// The largest counter a checkpoint may hold: 2^53, the largest integer every JSON
@@ -381,9 +381,10 @@ pub fn adopt_trained_model(
     if let (Head::Gaussian { min_std, .. }, Head::Gaussian { min_std: trained_min_std, .. }) =
         (&mut spec.head, &trained.head)
     {
-        if !(DEFAULT_MIN_STD..=MAX_MIN_STD).contains(trained_min_std) {
+        if !MIN_STD_RANGE.contains(trained_min_std) {
+            let (low, high) = MIN_STD_RANGE.into_inner();
             return Err(corrupt(format!(
-                "its Gaussian's min_std {trained_min_std} is outside [{DEFAULT_MIN_STD}, {MAX_MIN_STD}]"
+                "its Gaussian's min_std {trained_min_std} is outside [{low}, {high}]"
             )));
         }
         *min_std = *trained_min_std;

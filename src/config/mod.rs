@@ -19,7 +19,7 @@ use crate::distributed::Launch;
 use crate::env::{self, atari::AtariId, Crop, CropTable, Env, EnvOptions, Screen};
 use crate::error::{Error, Result};
 use crate::input_norm::{InputNorm, MEASURE_SEED, MEASURE_STEPS};
-use crate::model::{parameter_shapes, Body, Head, ModelSpec, DEFAULT_MIN_STD, MAX_MIN_STD};
+use crate::model::{parameter_shapes, Body, Head, ModelSpec, MIN_STD_RANGE};
 use crate::rollout::{LossConfig, RewardShaping};
 use crate::shared_optim::OptimizerKind;
 
@@ -363,10 +363,10 @@ impl TrainConfig {
         let provisional_rank = args.workers.unwrap_or(cores);
         let mut test_env = env.make(provisional_rank)?;
         if let Some(min_std) = args.min_std {
-            if !(DEFAULT_MIN_STD..=MAX_MIN_STD).contains(&min_std) {
+            if !MIN_STD_RANGE.contains(&min_std) {
+                let (low, high) = MIN_STD_RANGE.into_inner();
                 return Err(Error::BadArguments(format!(
-                    "--min-std {min_std} is outside [{DEFAULT_MIN_STD}, {MAX_MIN_STD}]; a3c_continuous's \
-                     floor is 0.24"
+                    "--min-std {min_std} is outside [{low}, {high}]; a3c_continuous's floor is 0.24"
                 )));
             }
             if test_env.action_space().bounds().is_none() {
