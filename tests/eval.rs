@@ -431,17 +431,23 @@ fn shipped_pendulum_model_scores_as_in_the_readme() {
     assert!(mean >= -218.89 - 2.0 * 16.1, "{summary}");
 }
 
+/// 100 games with seed 1 of `env`'s model shipped in trained_models/ score at least
+/// `mean`, the figure README's Results row gives, less two standard errors.
+fn assert_shipped_mean_holds(env: &str, mean: f64, standard_error: f64) {
+    let scratch = Scratch::new(&format!("eval-shipped-{env}"));
+    let summary = evaluate_shipped(&scratch, env, "100", "1");
+    assert_eq!(summary["episodes"], 100);
+    let played = summary["mean"].as_f64().unwrap();
+    assert!(played >= mean - 2.0 * standard_error, "{summary}");
+}
+
 /// The LunarLander-v3 model shipped in trained_models/ still lands as README's Results
 /// row says: 100 games with seed 1 scored 222.31 ± 60.45. The bound is that mean less
 /// two standard errors (60 / √100 = 6), 210, which is still above Gymnasium's bar for
 /// solved, 200; a random policy scores about -190 (Gymnasium, 100 games).
 #[test]
 fn shipped_lunar_lander_model_is_solved() {
-    let scratch = Scratch::new("eval-shipped-lunar-lander");
-    let summary = evaluate_shipped(&scratch, "LunarLander-v3", "100", "1");
-    assert_eq!(summary["episodes"], 100);
-    let mean = summary["mean"].as_f64().unwrap();
-    assert!(mean >= 222.31 - 2.0 * 6.05, "{summary}");
+    assert_shipped_mean_holds("LunarLander-v3", 222.31, 6.05);
 }
 
 /// The BipedalWalker-v3 model shipped in trained_models/ still walks as README's
@@ -451,11 +457,7 @@ fn shipped_lunar_lander_model_is_solved() {
 /// -60 to -20.
 #[test]
 fn shipped_bipedal_walker_model_walks() {
-    let scratch = Scratch::new("eval-shipped-bipedal-walker");
-    let summary = evaluate_shipped(&scratch, "BipedalWalker-v3", "100", "1");
-    assert_eq!(summary["episodes"], 100);
-    let mean = summary["mean"].as_f64().unwrap();
-    assert!(mean >= 308.82 - 2.0 * 4.9, "{summary}");
+    assert_shipped_mean_holds("BipedalWalker-v3", 308.82, 4.9);
 }
 
 /// Each bad input is refused on one line that names it, and no file is changed.

@@ -3,19 +3,9 @@
 //! weights, resumed dimensions and counters, a failing game log, and counts and shares
 //! too big for the machine.
 
-use crate::util::{assert_one_line_error, saved_agent_steps, small_cartpole, Scratch};
-
-fn sidecar_json(scratch: &Scratch) -> serde_json::Value {
-    let text = std::fs::read_to_string(scratch.path("trained_models/CartPole-v1.json")).unwrap();
-    serde_json::from_str(&text).expect("sidecar is JSON")
-}
-
-fn edit_sidecar(scratch: &Scratch, edit: impl FnOnce(&mut serde_json::Value)) {
-    let mut json = sidecar_json(scratch);
-    edit(&mut json);
-    let path = scratch.path("trained_models/CartPole-v1.json");
-    std::fs::write(path, serde_json::to_string_pretty(&json).unwrap()).unwrap();
-}
+use crate::util::{
+    assert_one_line_error, edit_sidecar, saved_agent_steps, sidecar_json, small_cartpole, Scratch,
+};
 
 /// A resumed --save-max run none of whose games matches the recorded best keeps the
 /// best weights it started from: the model file is unchanged and its sidecar still
@@ -27,7 +17,7 @@ fn save_max_keeps_the_best_weights_across_a_resume() {
     let scratch = Scratch::new("save-max-resume");
     let run = scratch.a3g_owned(&small_cartpole(&["--save-max", "--max-steps", "2000"]));
     assert!(run.status.success(), "{}", run.stderr);
-    edit_sidecar(&scratch, |json| json["best_score"] = serde_json::json!(501.0));
+    edit_sidecar(&scratch, "CartPole-v1", |json| json["best_score"] = serde_json::json!(501.0));
     let model = scratch.path("trained_models/CartPole-v1.safetensors");
     let best = std::fs::read(&model).unwrap();
     let resumed = scratch.a3g_owned(&small_cartpole(&[
@@ -45,7 +35,7 @@ fn save_max_keeps_the_best_weights_across_a_resume() {
         resumed.stdout
     );
     assert_eq!(std::fs::read(&model).unwrap(), best, "the best weights were replaced");
-    assert_eq!(sidecar_json(&scratch)["best_score"], 501.0);
+    assert_eq!(sidecar_json(&scratch, "CartPole-v1")["best_score"], 501.0);
     assert!(saved_agent_steps(&scratch.path("trained_models/CartPole-v1.json")) >= 2000);
 }
 
@@ -111,7 +101,7 @@ fn counters_beyond_a_real_run_are_refused_at_the_first_load() {
     let scratch = Scratch::new("huge-counters");
     let run = scratch.a3g_owned(&small_cartpole(&["--max-steps", "200"]));
     assert!(run.status.success(), "{}", run.stderr);
-    edit_sidecar(&scratch, |json| {
+    edit_sidecar(&scratch, "CartPole-v1", |json| {
         json["counters"]["agent_steps"] = serde_json::json!(1u64 << 53);
     });
     let line =

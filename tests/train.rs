@@ -5,7 +5,8 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::util::{
-    assert_one_line_error, saved_agent_steps, signal, small_cartpole, Lines, Scratch,
+    assert_one_line_error, edit_sidecar, saved_agent_steps, sidecar_json, signal, small_cartpole,
+    Lines, Scratch,
 };
 
 /// A few hundred Atari steps with two workers write the log (starting with the
@@ -336,12 +337,8 @@ fn a_fixed_seed_run_trains_the_recorded_weights() {
 #[test]
 fn observation_scaling_is_kept_with_the_model() {
     let scratch = Scratch::new("normalize-obs");
-    let sidecar = scratch.path("trained_models/CartPole-v1.json");
-    let scaling = || {
-        let json: serde_json::Value =
-            serde_json::from_str(&std::fs::read_to_string(&sidecar).unwrap()).unwrap();
-        json["model"]["body"]["Mlp"]["input_norm"].clone()
-    };
+    let scaling =
+        || sidecar_json(&scratch, "CartPole-v1")["model"]["body"]["Mlp"]["input_norm"].clone();
     let run = scratch.a3g_owned(&small_cartpole(&["--normalize-obs", "--max-steps", "300"]));
     assert!(run.status.success(), "{}", run.stderr);
     let measured = scaling();
@@ -349,16 +346,15 @@ fn observation_scaling_is_kept_with_the_model() {
     assert_eq!(measured["std"].as_array().map(Vec::len), Some(4), "{measured}");
     let resumed = scratch.a3g_owned(&small_cartpole(&["--load", "--max-steps", "600"]));
     assert!(resumed.status.success(), "{}", resumed.stderr);
-    assert!(saved_agent_steps(&sidecar) >= 600);
+    assert!(saved_agent_steps(&scratch.path("trained_models/CartPole-v1.json")) >= 600);
     assert_eq!(scaling(), measured);
     let eval = ["eval", "--env", "CartPole-v1", "--num-episodes", "1"];
     let played = scratch.a3g(&eval);
     assert!(played.status.success(), "{}", played.stderr);
 
-    let mut json: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&sidecar).unwrap()).unwrap();
-    json["model"]["body"]["Mlp"]["input_norm"]["mean"].as_array_mut().unwrap().pop();
-    std::fs::write(&sidecar, serde_json::to_string_pretty(&json).unwrap()).unwrap();
+    edit_sidecar(&scratch, "CartPole-v1", |json| {
+        json["model"]["body"]["Mlp"]["input_norm"]["mean"].as_array_mut().unwrap().pop();
+    });
     for refused in [scratch.a3g(&eval), scratch.a3g_owned(&small_cartpole(&["--load"]))] {
         let line = assert_one_line_error(&refused);
         assert!(line.contains("3 means and 4 deviations for 4 inputs"), "{line}");
@@ -400,12 +396,8 @@ fn the_gaussian_floor_is_kept_with_the_model() {
     };
     let run = scratch.a3g_owned(&pendulum(&["--min-std", "0.3", "--max-steps", "200"]));
     assert!(run.status.success(), "{}", run.stderr);
-    let sidecar = scratch.path("trained_models/Pendulum-v1.json");
-    let floor = || {
-        let json: serde_json::Value =
-            serde_json::from_str(&std::fs::read_to_string(&sidecar).unwrap()).unwrap();
-        json["model"]["head"]["Gaussian"]["min_std"].as_f64()
-    };
+    let floor =
+        || sidecar_json(&scratch, "Pendulum-v1")["model"]["head"]["Gaussian"]["min_std"].as_f64();
     assert_eq!(floor(), Some(0.3));
     let resumed = scratch.a3g_owned(&pendulum(&["--load", "--max-steps", "400"]));
     assert!(resumed.status.success(), "{}", resumed.stderr);

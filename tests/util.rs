@@ -181,6 +181,21 @@ pub fn small_cartpole(extra: &[&str]) -> Vec<String> {
         .collect()
 }
 
+/// The sidecar of `env`'s checkpoint in the scratch folder's trained_models/.
+pub fn sidecar_json(scratch: &Scratch, env: &str) -> serde_json::Value {
+    let path = scratch.path(&format!("trained_models/{env}.json"));
+    let text = std::fs::read_to_string(path).expect("sidecar");
+    serde_json::from_str(&text).expect("sidecar is JSON")
+}
+
+/// Rewrites the sidecar of `env`'s checkpoint through `edit`.
+pub fn edit_sidecar(scratch: &Scratch, env: &str, edit: impl FnOnce(&mut serde_json::Value)) {
+    let mut json = sidecar_json(scratch, env);
+    edit(&mut json);
+    let path = scratch.path(&format!("trained_models/{env}.json"));
+    std::fs::write(path, serde_json::to_string_pretty(&json).unwrap()).unwrap();
+}
+
 /// The agent steps a checkpoint's sidecar records.
 pub fn saved_agent_steps(sidecar: &std::path::Path) -> u64 {
     let text = std::fs::read_to_string(sidecar).expect("sidecar");
