@@ -12,12 +12,15 @@
 //!   ProcessGroupGloo.hpp includes gloo's own headers, which the torch wheel lacks.
 //!   When set-up found them (Debian's libgloo-dev, unpacked into .deps/gloo), the shim
 //!   is compiled against libtorch's headers and `cfg(a3g_c10d)` is set; without them
-//!   a3g builds for one machine.
+//!   a3g builds for one machine. With the CUDA wheel and the CUDA headers set-up
+//!   fetches besides (crt/ and cccl/, which the wheel lacks), the shim is compiled
+//!   with ProcessGroupNCCL too and `cfg(a3g_nccl)` is set, for ranks with GPUs.
 
 use std::path::{Path, PathBuf};
 
 fn main() {
     println!("cargo:rustc-check-cfg=cfg(a3g_c10d)");
+    println!("cargo:rustc-check-cfg=cfg(a3g_nccl)");
     println!("cargo:rustc-link-lib=stdc++");
     // torch-sys declares `links = "tch"` and exports the folder it linked against.
     println!("cargo:rerun-if-env-changed=DEP_TCH_LIBTORCH_LIB");
@@ -55,6 +58,35 @@ fn gloo_include() -> Option<PathBuf> {
         .filter(|dir| dir.join("gloo/config.h").exists())
 }
 
+/// CUDA's headers for c10d's ProcessGroupNCCL.hpp, when every one is here: the CUDA
+/// runtime's and NCCL's from the wheel's nvidia/ packages beside libtorch, crt/ and
+/// cccl/ from `A3G_CUDA_INCLUDE` (set-up's .deps/cuda-headers). None for a CPU-only
+/// libtorch or a libtorch without them: the shim is then built with Gloo alone.
+fn cuda_includes(libtorch_lib: &Path) -> Option<Vec<PathBuf>> {
+    println!("cargo:rerun-if-env-changed=A3G_CUDA_INCLUDE");
+    let nvidia = libtorch_lib.join("../../nvidia");
+    let fetched =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join(".deps/cuda-headers/nvidia/cu13/include");
+    if fetched.exists() {
+        println!("cargo:rerun-if-changed={}", fetched.display());
+    }
+    let support = std::env::var_os("A3G_CUDA_INCLUDE").map(PathBuf::from).unwrap_or(fetched);
+    let includes = vec![
+        nvidia.join("cu13/include"),
+        support.clone(),
+        support.join("cccl"),
+        nvidia.join("nccl/include"),
+    ];
+    let needed = [
+        libtorch_lib.join("libtorch_cuda.so"),
+        libtorch_lib.join("../include/torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp"),
+        includes[0].join("cuda_runtime.h"),
+        support.join("crt/host_config.h"),
+        includes[3].join("nccl.h"),
+    ];
+    needed.iter().all(|path| path.exists()).then_some(includes)
+}
+
 fn compile_c10d_shim(libtorch_lib: &Path, gloo_include: &Path) {
     let shim = "src/distributed/c10d_shim.cpp";
     println!("cargo:rerun-if-changed={shim}");
@@ -62,25 +94,46 @@ fn compile_c10d_shim(libtorch_lib: &Path, gloo_include: &Path) {
     if !include.join("torch/csrc/distributed/c10d/ProcessGroupGloo.hpp").exists() {
         return;
     }
-    let built = cc::Build::new()
-        .cpp(true)
-        .file(shim)
-        .include(&include)
-        .include(include.join("torch/csrc/api/include"))
-        .include(gloo_include)
-        .std("c++17")
-        // The wheel's libtorch is built with the C++11 ABI, and with Gloo, whose
-        // declarations its headers only show under these macros.
-        .define("_GLIBCXX_USE_CXX11_ABI", "1")
-        .define("USE_DISTRIBUTED", None)
-        .define("USE_C10D_GLOO", None)
-        // libtorch's headers warn under the compiler's defaults; the shim is small
-        // enough to read whole.
-        .warnings(false)
-        .try_compile("a3g_c10d_shim");
+    let build = |cuda: Option<&[PathBuf]>| {
+        let mut build = cc::Build::new();
+        build
+            .cpp(true)
+            .file(shim)
+            .include(&include)
+            .include(include.join("torch/csrc/api/include"))
+            .include(gloo_include)
+            .std("c++17")
+            // The wheel's libtorch is built with the C++11 ABI, and with Gloo (and, the
+            // CUDA wheel, NCCL), whose declarations its headers only show under these
+            // macros.
+            .define("_GLIBCXX_USE_CXX11_ABI", "1")
+            .define("USE_DISTRIBUTED", None)
+            .define("USE_C10D_GLOO", None)
+            // libtorch's headers warn under the compiler's defaults; the shim is small
+            // enough to read whole.
+            .warnings(false);
+        if let Some(cuda) = cuda {
+            build.includes(cuda).define("USE_C10D_NCCL", None).define("USE_CUDA", None);
+        }
+        build.try_compile("a3g_c10d_shim")
+    };
+    let cuda = cuda_includes(libtorch_lib);
+    if let Some(cuda) = &cuda {
+        match build(Some(cuda)) {
+            Ok(()) => {
+                println!("cargo:rustc-cfg=a3g_c10d");
+                println!("cargo:rustc-cfg=a3g_nccl");
+                return;
+            }
+            Err(error) => println!(
+                "cargo:warning=the c10d shim did not compile with NCCL ({error}); ranks with GPUs will \
+                 sum their models through Gloo"
+            ),
+        }
+    }
     // Headers of another gloo than libtorch's may not compile with its
     // ProcessGroupGloo.hpp: a3g is then built for one machine, as without them.
-    match built {
+    match build(None) {
         Ok(()) => println!("cargo:rustc-cfg=a3g_c10d"),
         Err(error) => println!(
             "cargo:warning=the c10d shim did not compile with the gloo headers in {} ({error}); \

@@ -29,6 +29,7 @@ fn all_reduce_ms(rank: usize, port: u16, length: usize) -> f64 {
         store_host: "127.0.0.1".into(),
         store_port: port,
         serves_store: rank == 0,
+        local_rank: 0,
     };
     let mut group = Group::join(&launch, Duration::from_secs(30)).expect("the ranks meet");
     let mut values = vec![0.5f32; length];

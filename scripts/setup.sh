@@ -7,6 +7,9 @@
 #   - cmake, from PyPI's `cmake` package, only when the system has none;
 #   - gloo's headers, from Debian's libgloo-dev, for training across machines
 #     (docs/distributed.md); without them a3g builds for one machine;
+#   - with the CUDA wheel, the CUDA compiler-support headers that c10d's NCCL header
+#     includes and the wheel lacks (PyPI's nvidia-cuda-crt and nvidia-cuda-cccl), so
+#     that ranks with GPUs sum their models through NCCL; without them, through Gloo;
 #   - for scripts/test only, Python's tensorboard package.
 # Every step is skipped once done, so a warm call costs a few file tests.
 
@@ -108,6 +111,36 @@ a3g_ensure_gloo_headers() {
     return 0
 }
 
+# c10d's ProcessGroupNCCL.hpp reaches cuda_runtime.h, which the CUDA wheel ships
+# (nvidia/cu13/include) together with nccl.h, but not the crt/ and cccl headers that
+# cuda_runtime.h includes: PyPI's nvidia-cuda-crt and nvidia-cuda-cccl of the wheel's
+# CUDA (13.0) have them. Only for the CUDA wheel of .deps/torch: another libtorch
+# (LIBTORCH) builds without NCCL, as does a machine where pip cannot fetch them.
+A3G_CUDA_HEADERS_VERSION=13.0
+a3g_ensure_cuda_headers() {
+    [[ -e $A3G_DEPS/torch/nvidia/cu13/include/cuda_runtime.h && ${LIBTORCH:-} == "$A3G_DEPS/torch/torch" ]] || return 0
+    local dir="$A3G_DEPS/cuda-headers"
+    if [[ ! -e $dir/.a3g-cuda-headers-$A3G_CUDA_HEADERS_VERSION && ! -e $dir.unavailable ]]; then
+        a3g_say "fetching CUDA's compiler-support headers, for NCCL between ranks with GPUs: PyPI's"
+        a3g_say "  nvidia-cuda-crt and nvidia-cuda-cccl $A3G_CUDA_HEADERS_VERSION, into $dir (3 MB, seconds)"
+        # Not a3g_pip_install: a failure here leaves a3g buildable, with Gloo alone.
+        rm -rf "$dir.partial"
+        if python3 -m pip install --disable-pip-version-check --no-input --root-user-action=ignore \
+            --no-deps --quiet --target "$dir.partial" \
+            "nvidia-cuda-crt==$A3G_CUDA_HEADERS_VERSION.*" "nvidia-cuda-cccl==$A3G_CUDA_HEADERS_VERSION.*" >&2; then
+            touch "$dir.partial/.a3g-cuda-headers-$A3G_CUDA_HEADERS_VERSION"
+            rm -rf "$dir"
+            mv "$dir.partial" "$dir"
+        else
+            rm -rf "$dir.partial"
+            touch "$dir.unavailable"
+            a3g_say "note: pip could not fetch them; ranks with GPUs sum through Gloo (remove $dir.unavailable to try again)"
+            return 0
+        fi
+    fi
+    export A3G_CUDA_INCLUDE="$dir/nvidia/cu13/include"
+}
+
 a3g_ensure_toolchain() {
     command -v cargo >/dev/null ||
         a3g_fail "cargo is missing; install Rust from https://rustup.rs, then run again"
@@ -120,4 +153,5 @@ a3g_setup() {
     a3g_ensure_libtorch
     a3g_ensure_cmake
     a3g_ensure_gloo_headers
+    a3g_ensure_cuda_headers
 }

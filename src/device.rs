@@ -281,8 +281,13 @@ pub fn run() -> crate::Result<()> {
     let mut devices = vec!["cpu (--gpu-ids -1)".to_string()];
     devices.extend((0..report.devices).map(|index| format!("cuda:{index} (--gpu-ids {index})")));
     crate::console::say(&format!("devices: {}", devices.join(", ")));
-    crate::console::say(if crate::distributed::c10d::BUILT_IN {
-        "training across machines: built in (c10d with Gloo; docs/distributed.md)"
+    use crate::distributed::c10d;
+    crate::console::say(if c10d::NCCL_BUILT_IN {
+        "training across machines: built in (c10d with Gloo, and NCCL for ranks with --gpu-ids; \
+         docs/distributed.md)"
+    } else if c10d::BUILT_IN {
+        "training across machines: built in (c10d with Gloo; ranks with --gpu-ids sum through Gloo too, \
+         as set-up found no CUDA headers for NCCL; docs/distributed.md)"
     } else {
         "training across machines: not built in (set-up found no gloo headers, Debian's libgloo-dev; \
          docs/distributed.md)"

@@ -11,6 +11,7 @@ use crate::config::TrainConfig;
 use crate::console;
 use crate::distributed::c10d::Group;
 use crate::distributed::rank::{self, RankSync};
+use crate::distributed::ModelSum;
 use crate::error::Result;
 use crate::model::ActorCritic;
 use crate::monitor::Monitor;
@@ -34,6 +35,13 @@ pub fn run(args: &TrainArgs) -> Result<()> {
         Some(distributed) => {
             let mut group = Group::join(&distributed.launch, distributed.sync_timeout)?;
             rank::agree_on_settings(&mut group, &config.shared_settings())?;
+            if let ModelSum::Nccl { gpu } = distributed.model_sum {
+                group.sum_on_gpu(gpu, distributed.sync_timeout)?;
+                console::say(&format!(
+                    "rank {} of {}: the ranks sum the model through NCCL, this one on cuda:{gpu}",
+                    group.rank, group.world_size
+                ));
+            }
             Some(group)
         }
         None => None,

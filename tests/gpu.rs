@@ -1,7 +1,7 @@
 //! The GPU path, checked on any machine: libtorch_cuda is linked, a3g says what CUDA
 //! can do here, and a GPU asked for where there is none is refused with the cause.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use crate::util::{assert_one_line_error, Scratch};
@@ -79,6 +79,26 @@ fn devices_reports_cuda_state() {
         "{}",
         lines[3]
     );
+    assert_eq!(
+        lines[3].contains("and NCCL for ranks with --gpu-ids"),
+        cfg!(a3g_nccl),
+        "{}",
+        lines[3]
+    );
+    // With the CUDA wheel (its NCCL beside it) and the headers set-up fetched for it
+    // (where build.rs looks), a shim that fell back to Gloo alone (a build warning
+    // only) is a failure.
+    let fetched = option_env!("A3G_CUDA_INCLUDE").map(PathBuf::from).unwrap_or_else(|| {
+        Path::new(env!("CARGO_MANIFEST_DIR")).join(".deps/cuda-headers/nvidia/cu13/include")
+    });
+    let wheel_nccl = folder.join("../../nvidia/nccl/include/nccl.h");
+    if cfg!(a3g_c10d) && wheel_nccl.exists() && fetched.join("crt").exists() {
+        assert!(
+            lines[3].contains("NCCL for ranks"),
+            "the shim was built without NCCL: {}",
+            lines[3]
+        );
+    }
 }
 
 /// `--gpu-ids 0` where CUDA sees no device (none here, or hidden by an empty

@@ -15,7 +15,7 @@ use crate::checkpoint::{self, Checkpoint, FolderLock, Sidecar};
 use crate::cli::{EnvArgs, EvalArgs, Ga3cArgs, ModelName, OptimizerName, TrainArgs, TrainerName};
 use crate::console;
 use crate::device;
-use crate::distributed::Launch;
+use crate::distributed::{c10d, Launch, ModelSum};
 use crate::env::{self, atari::AtariId, Crop, CropTable, Env, EnvOptions, Screen};
 use crate::error::{Error, Result};
 use crate::input_norm::{InputNorm, MEASURE_SEED, MEASURE_STEPS};
@@ -282,6 +282,7 @@ pub struct DistributedConfig {
     pub launch: Launch,
     pub sync_interval: Duration,
     pub sync_timeout: Duration,
+    pub model_sum: ModelSum,
 }
 
 impl DistributedConfig {
@@ -482,6 +483,18 @@ impl TrainConfig {
                     .to_string(),
             );
         }
+        let local_rank = launch.as_ref().map_or(0, |launch| launch.local_rank);
+        let model_sum = ModelSum::for_devices(&devices, local_rank, c10d::NCCL_BUILT_IN);
+        if launch.is_some()
+            && model_sum == ModelSum::Gloo
+            && devices.iter().any(|d| *d != Device::Cpu)
+        {
+            notes.push(
+                "note: this a3g was built without NCCL (set-up found no CUDA headers: nvidia-cuda-crt and \
+                 nvidia-cuda-cccl), so the ranks sum their models through Gloo on the CPU"
+                    .to_string(),
+            );
+        }
         let resuming_here = args.load && same_folder(&args.load_model_dir, &args.save_model_dir);
         let run = RunConfig {
             resumed: args.load && leads,
@@ -526,6 +539,7 @@ impl TrainConfig {
                 launch,
                 sync_interval: Duration::from_secs_f64(args.sync_interval),
                 sync_timeout: Duration::from_secs_f64(args.sync_timeout),
+                model_sum,
             }),
             // Plain data (paths are written lossily), so this cannot fail in practice.
             arguments: serde_json::to_value(args).unwrap_or_default(),
@@ -575,6 +589,10 @@ impl TrainConfig {
             };
             settings.insert("trainer".into(), serde_json::json!(trainer));
             settings.insert("rollout lengths".into(), steps);
+            if let Some(distributed) = &self.distributed {
+                settings
+                    .insert("model sum".into(), serde_json::json!(distributed.model_sum.name()));
+            }
         }
         settings
     }

@@ -1,7 +1,8 @@
 //! The process group of a run across machines: c10d's TCPStore and ProcessGroupGloo,
-//! reached through the C functions of c10d_shim.cpp. The shim is built when set-up
-//! found gloo's headers (`cfg(a3g_c10d)`); without it, joining a group is refused on
-//! one line and a3g runs on one machine as before.
+//! and for ranks with GPUs its ProcessGroupNCCL, reached through the C functions of
+//! c10d_shim.cpp. The shim is built when set-up found gloo's headers
+//! (`cfg(a3g_c10d)`), with NCCL when it found CUDA's too (`cfg(a3g_nccl)`); without
+//! it, joining a group is refused on one line and a3g runs on one machine as before.
 
 use std::time::Duration;
 
@@ -10,6 +11,9 @@ use crate::error::{Error, Result};
 
 /// Whether this build can train across machines.
 pub const BUILT_IN: bool = cfg!(a3g_c10d);
+
+/// Whether this build's ranks with GPUs sum the model through NCCL.
+pub const NCCL_BUILT_IN: bool = cfg!(a3g_nccl);
 
 /// What a peer that is gone or late comes to, for the user.
 #[cfg(a3g_c10d)]
@@ -35,6 +39,13 @@ mod ffi {
             capacity: usize,
         ) -> *mut c_void;
         pub fn a3g_c10d_leave(group: *mut c_void);
+        pub fn a3g_c10d_sum_on_gpu(
+            group: *mut c_void,
+            device: c_int,
+            timeout_ms: i64,
+            error: *mut c_char,
+            capacity: usize,
+        ) -> c_int;
         pub fn a3g_c10d_all_reduce_sum(
             group: *mut c_void,
             values: *mut f32,
@@ -133,7 +144,25 @@ impl Group {
         }
     }
 
-    /// Sums `values` over the ranks, in place.
+    /// From now on sums the model through NCCL on CUDA device `gpu` (each rank its
+    /// own), with the same timeout as Gloo's; the small exchanges stay on Gloo. Every
+    /// rank calls it, or none: the ranks' settings say which before (shared_settings).
+    pub fn sum_on_gpu(&mut self, gpu: usize, timeout: Duration) -> Result<()> {
+        #[cfg(a3g_c10d)]
+        // SAFETY: the group is live; `error` has the capacity passed.
+        return self.call("sum the model through NCCL", |group, error, capacity| unsafe {
+            let timeout_ms = i64::try_from(timeout.as_millis()).unwrap_or(i64::MAX);
+            ffi::a3g_c10d_sum_on_gpu(group, gpu as i32, timeout_ms, error, capacity)
+        });
+        #[cfg(not(a3g_c10d))]
+        {
+            let _ = (gpu, timeout);
+            match self.raw {}
+        }
+    }
+
+    /// Sums `values` over the ranks, in place: on this rank's GPU after `sum_on_gpu`,
+    /// else through Gloo on the CPU.
     pub fn all_reduce_sum(&mut self, values: &mut [f32]) -> Result<()> {
         #[cfg(a3g_c10d)]
         // SAFETY: `values` is a live, exclusive buffer of the length passed.
@@ -250,6 +279,7 @@ mod tests {
             store_host: "127.0.0.1".into(),
             store_port: port,
             serves_store: rank == 0,
+            local_rank: 0,
         }
     }
 

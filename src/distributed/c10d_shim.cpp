@@ -1,13 +1,17 @@
 // A C interface to c10d, the C++ core of torch.distributed inside the libtorch a3g
 // links: a TCPStore for the rendezvous and a ProcessGroupGloo that reduces CPU tensors
-// between the ranks of a run. tch binds none of c10d, so this file is the one place
-// a3g reaches it. Every function catches what c10d throws and hands back the first
+// between the ranks of a run, and, where built with USE_C10D_NCCL (the CUDA wheel),
+// a ProcessGroupNCCL that sums the model on the ranks' GPUs instead. tch binds none
+// of c10d, so this file is the one place a3g reaches it. Every function catches what c10d throws and hands back the first
 // line of its message, so that a peer that is gone reaches Rust as an error rather
 // than as an abort.
 
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
+#ifdef USE_C10D_NCCL
+#include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
+#endif
 
 #include <ATen/ATen.h>
 
@@ -16,6 +20,7 @@
 #include <cstdint>
 #include <cstring>
 #include <exception>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -27,6 +32,12 @@ namespace {
 struct Group {
   c10::intrusive_ptr<c10d::Store> store;
   c10::intrusive_ptr<c10d::ProcessGroupGloo> gloo;
+#ifdef USE_C10D_NCCL
+  // Set by a3g_c10d_sum_on_gpu: the model's sums then go through NCCL on `gpu`,
+  // while the small exchanges (settings, counters, digests) stay on Gloo.
+  c10::intrusive_ptr<c10d::ProcessGroupNCCL> nccl;
+  at::Device gpu{at::kCPU};
+#endif
 };
 
 // Copies the first line of `message` into `error` (of `capacity` bytes), ended by NUL,
@@ -109,14 +120,64 @@ void* a3g_c10d_join(const char* host, uint16_t port, int rank, int world_size,
   return joined;
 }
 
-void a3g_c10d_leave(void* group) { delete static_cast<Group*>(group); }
+void a3g_c10d_leave(void* group) {
+  auto* joined = static_cast<Group*>(group);
+#ifdef USE_C10D_NCCL
+  // Without it, NCCL's destructor warns at length that the group was not shut down.
+  if (joined->nccl) {
+    try {
+      joined->nccl->shutdown();
+    } catch (...) {
+    }
+  }
+#endif
+  delete joined;
+}
 
-// Sums `length` floats at `values` over the ranks, in place.
+// From now on, sums the model's changes through NCCL on CUDA device `device`, every
+// rank having called this with its own device: one all-reduce of one float is run
+// here, so that a communicator NCCL cannot build fails at the start, not mid-run.
+int a3g_c10d_sum_on_gpu(void* group, int device, int64_t timeout_ms, char* error,
+                        size_t capacity) {
+  auto* joined = static_cast<Group*>(group);
+  return guarded(error, capacity, [&] {
+#ifdef USE_C10D_NCCL
+    // A blocking wait makes a reduction that outlives the timeout throw in wait(),
+    // and so reach Rust as one line, instead of NCCL's watchdog ending the process.
+    setenv("TORCH_NCCL_BLOCKING_WAIT", "1", 1);
+    auto options = c10d::ProcessGroupNCCL::Options::create();
+    options->timeout = std::chrono::milliseconds(timeout_ms);
+    auto store = c10::make_intrusive<c10d::PrefixStore>("nccl", joined->store);
+    joined->nccl = c10::make_intrusive<c10d::ProcessGroupNCCL>(
+        store, joined->gloo->getRank(), joined->gloo->getSize(), options);
+    joined->gpu = at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(device));
+    std::vector<at::Tensor> probe{at::ones({1}, at::TensorOptions().device(joined->gpu))};
+    joined->nccl->allreduce(probe)->wait();
+#else
+    (void)joined;
+    (void)device;
+    (void)timeout_ms;
+    throw std::runtime_error("this a3g was built without NCCL");
+#endif
+  });
+}
+
+// Sums `length` floats at `values` over the ranks, in place: through NCCL on this
+// rank's GPU once a3g_c10d_sum_on_gpu succeeded, else through Gloo.
 int a3g_c10d_all_reduce_sum(void* group, float* values, int64_t length, char* error,
                             size_t capacity) {
   auto* joined = static_cast<Group*>(group);
   return guarded(error, capacity, [&] {
-    std::vector<at::Tensor> tensors{at::from_blob(values, {length}, at::kFloat)};
+    at::Tensor host = at::from_blob(values, {length}, at::kFloat);
+#ifdef USE_C10D_NCCL
+    if (joined->nccl) {
+      std::vector<at::Tensor> tensors{host.to(joined->gpu)};
+      joined->nccl->allreduce(tensors)->wait();
+      host.copy_(tensors[0]);
+      return;
+    }
+#endif
+    std::vector<at::Tensor> tensors{host};
     joined->gloo->allreduce(tensors)->wait();
   });
 }

@@ -9,6 +9,8 @@ pub mod sync;
 
 use std::time::Duration;
 
+use tch::Device;
+
 use crate::error::{Error, Result};
 
 /// The port torch.distributed's launchers use when MASTER_PORT is not set.
@@ -25,6 +27,9 @@ pub struct Launch {
     /// Whether this rank serves the store: rank 0, unless torchrun's agent already
     /// does (TORCHELASTIC_USE_AGENT_STORE=True), where a second server would fail.
     pub serves_store: bool,
+    /// This rank's place among the ranks of its machine (LOCAL_RANK, SLURM_LOCALID or
+    /// OMPI_COMM_WORLD_LOCAL_RANK; 0 when none is set), which picks its GPU for NCCL.
+    pub local_rank: usize,
 }
 
 impl Launch {
@@ -66,12 +71,20 @@ impl Launch {
             })?,
         };
         let agent_serves = var("TORCHELASTIC_USE_AGENT_STORE").is_some_and(|value| value == "True");
+        let local_rank = match ["LOCAL_RANK", "SLURM_LOCALID", "OMPI_COMM_WORLD_LOCAL_RANK"]
+            .into_iter()
+            .find(|name| var(name).is_some())
+        {
+            Some(name) => number(name)?,
+            None => 0,
+        };
         Ok(Some(Launch {
             rank,
             world_size,
             store_host: store_host.trim().to_string(),
             store_port,
             serves_store: rank == 0 && !agent_serves,
+            local_rank,
         }))
     }
 
@@ -117,6 +130,40 @@ fn launcher_variables(
     .find(|(rank, size)| var(rank).is_some() && var(size).is_some())
 }
 
+/// Where a rank sums the ranks' changes to the model at each sync.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ModelSum {
+    /// Through Gloo, on the CPU, where the shared model lives.
+    Gloo,
+    /// Through NCCL on this rank's GPU (its CUDA index): the changes go up to it and
+    /// back, so that GPU nodes reduce over NCCL's links rather than Gloo's TCP.
+    Nccl { gpu: usize },
+}
+
+impl ModelSum {
+    /// When this build has NCCL (`nccl_built_in`) and the rank has GPUs, NCCL on the
+    /// one its place on its machine picks (`local_rank`, round the list), so that the
+    /// ranks of one machine, launched with the same --gpu-ids, take different GPUs as
+    /// NCCL requires; Gloo otherwise.
+    pub fn for_devices(devices: &[Device], local_rank: usize, nccl_built_in: bool) -> Self {
+        if !nccl_built_in || devices.is_empty() {
+            return ModelSum::Gloo;
+        }
+        match devices[local_rank % devices.len()] {
+            Device::Cuda(gpu) => ModelSum::Nccl { gpu },
+            _ => ModelSum::Gloo,
+        }
+    }
+
+    /// How the ranks' settings name it: every rank must sum the same way.
+    pub fn name(self) -> &'static str {
+        match self {
+            ModelSum::Gloo => "Gloo on the CPU",
+            ModelSum::Nccl { .. } => "NCCL on a GPU",
+        }
+    }
+}
+
 /// How long a rank waits for its peers, at the rendezvous and at each reduction,
 /// before it gives up on them.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
@@ -148,12 +195,18 @@ mod tests {
         .unwrap()
         .unwrap();
         assert_eq!((torchrun.rank, torchrun.world_size, torchrun.store_port), (1, 2, 29400));
+        assert_eq!(torchrun.local_rank, 0);
         assert!(!torchrun.serves_store);
         assert_eq!(torchrun.bind_host(), Some("127.0.0.1"));
-        let slurm =
-            launch(&[("SLURM_PROCID", "0"), ("SLURM_NTASKS", "4"), ("MASTER_ADDR", "node001")])
-                .unwrap()
-                .unwrap();
+        let slurm = launch(&[
+            ("SLURM_PROCID", "0"),
+            ("SLURM_NTASKS", "4"),
+            ("SLURM_LOCALID", "3"),
+            ("MASTER_ADDR", "node001"),
+        ])
+        .unwrap()
+        .unwrap();
+        assert_eq!(slurm.local_rank, 3);
         assert_eq!((slurm.rank, slurm.world_size, slurm.store_port), (0, 4, DEFAULT_PORT));
         assert!(slurm.serves_store);
         assert_eq!(slurm.bind_host(), None);
@@ -169,12 +222,14 @@ mod tests {
         let agent = launch(&[
             ("RANK", "0"),
             ("WORLD_SIZE", "2"),
+            ("LOCAL_RANK", "1"),
             ("MASTER_ADDR", "localhost"),
             ("TORCHELASTIC_USE_AGENT_STORE", "True"),
         ])
         .unwrap()
         .unwrap();
         assert!(!agent.serves_store);
+        assert_eq!(agent.local_rank, 1);
     }
 
     /// A launch that cannot work is one line naming the variable and what to set.
@@ -195,6 +250,19 @@ mod tests {
         for text in [rank_too_big, not_a_number, bad_port] {
             assert!(!text.contains('\n'), "{text}");
         }
+    }
+
+    /// A rank sums through NCCL on the GPU its place on the machine picks when it has
+    /// GPUs and the build has NCCL; on the CPU, or without NCCL, through Gloo.
+    #[test]
+    fn ranks_with_gpus_sum_through_nccl_when_built_with_it() {
+        let gpus = [Device::Cuda(2), Device::Cuda(0)];
+        assert_eq!(ModelSum::for_devices(&gpus, 0, true), ModelSum::Nccl { gpu: 2 });
+        assert_eq!(ModelSum::for_devices(&gpus, 1, true), ModelSum::Nccl { gpu: 0 });
+        assert_eq!(ModelSum::for_devices(&gpus, 2, true), ModelSum::Nccl { gpu: 2 });
+        assert_eq!(ModelSum::for_devices(&gpus, 0, false), ModelSum::Gloo);
+        assert_eq!(ModelSum::for_devices(&[Device::Cpu], 0, true), ModelSum::Gloo);
+        assert_ne!(ModelSum::Gloo.name(), ModelSum::Nccl { gpu: 0 }.name());
     }
 
     /// A rank's variables without MASTER_ADDR (a Slurm batch script's own, say) leave
