@@ -67,10 +67,10 @@ fn cuda_includes(libtorch_lib: &Path) -> Option<Vec<PathBuf>> {
     let nvidia = libtorch_lib.join("../../nvidia");
     let fetched =
         Path::new(env!("CARGO_MANIFEST_DIR")).join(".deps/cuda-headers/nvidia/cu13/include");
-    if fetched.exists() {
-        println!("cargo:rerun-if-changed={}", fetched.display());
-    }
     let support = std::env::var_os("A3G_CUDA_INCLUDE").map(PathBuf::from).unwrap_or(fetched);
+    if support.exists() {
+        println!("cargo:rerun-if-changed={}", support.display());
+    }
     let includes = vec![
         nvidia.join("cu13/include"),
         support.clone(),
@@ -82,6 +82,7 @@ fn cuda_includes(libtorch_lib: &Path) -> Option<Vec<PathBuf>> {
         libtorch_lib.join("../include/torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp"),
         includes[0].join("cuda_runtime.h"),
         support.join("crt/host_config.h"),
+        support.join("cccl/cuda/std/version"),
         includes[3].join("nccl.h"),
     ];
     needed.iter().all(|path| path.exists()).then_some(includes)

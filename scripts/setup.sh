@@ -120,7 +120,8 @@ A3G_CUDA_HEADERS_VERSION=13.0
 a3g_ensure_cuda_headers() {
     [[ -e $A3G_DEPS/torch/nvidia/cu13/include/cuda_runtime.h && ${LIBTORCH:-} == "$A3G_DEPS/torch/torch" ]] || return 0
     local dir="$A3G_DEPS/cuda-headers"
-    if [[ ! -e $dir/.a3g-cuda-headers-$A3G_CUDA_HEADERS_VERSION && ! -e $dir.unavailable ]]; then
+    [[ -e $dir.unavailable ]] && return 0
+    if [[ ! -e $dir/.a3g-cuda-headers-$A3G_CUDA_HEADERS_VERSION ]]; then
         a3g_say "fetching CUDA's compiler-support headers, for NCCL between ranks with GPUs: PyPI's"
         a3g_say "  nvidia-cuda-crt and nvidia-cuda-cccl $A3G_CUDA_HEADERS_VERSION, into $dir (3 MB, seconds)"
         # Not a3g_pip_install: a failure here leaves a3g buildable, with Gloo alone.

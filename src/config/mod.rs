@@ -485,10 +485,7 @@ impl TrainConfig {
         }
         let local_rank = launch.as_ref().map_or(0, |launch| launch.local_rank);
         let model_sum = ModelSum::for_devices(&devices, local_rank, c10d::NCCL_BUILT_IN);
-        if launch.is_some()
-            && model_sum == ModelSum::Gloo
-            && devices.iter().any(|d| *d != Device::Cpu)
-        {
+        if launch.is_some() && !c10d::NCCL_BUILT_IN && devices.iter().any(|d| *d != Device::Cpu) {
             notes.push(
                 "note: this a3g was built without NCCL (set-up found no CUDA headers: nvidia-cuda-crt and \
                  nvidia-cuda-cccl), so the ranks sum their models through Gloo on the CPU"

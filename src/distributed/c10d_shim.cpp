@@ -98,6 +98,12 @@ void* a3g_c10d_join(const char* host, uint16_t port, int rank, int world_size,
                     char* error, size_t capacity) {
   Group* joined = nullptr;
   guarded(error, capacity, [&] {
+#ifdef USE_C10D_NCCL
+    // A blocking wait makes an NCCL reduction that outlives its timeout throw in
+    // wait(), and so reach Rust as one line, instead of NCCL's watchdog ending the
+    // process. Set here, before c10d starts threads that may read the environment.
+    setenv("TORCH_NCCL_BLOCKING_WAIT", "1", 1);
+#endif
     auto timeout = std::chrono::milliseconds(timeout_ms);
     c10d::TCPStoreOptions options;
     options.port = port;
@@ -135,24 +141,49 @@ void a3g_c10d_leave(void* group) {
 }
 
 // From now on, sums the model's changes through NCCL on CUDA device `device`, every
-// rank having called this with its own device: one all-reduce of one float is run
-// here, so that a communicator NCCL cannot build fails at the start, not mid-run.
+// rank having called this with its own device. NCCL's set-up blocks with no timeout
+// of its own, so a rank that failed before reaching it would leave the others there
+// for good: every rank first puts a tensor on its GPU and says over Gloo whether it
+// could, and only then do they build NCCL's group, whose first all-reduce is run
+// here so that a communicator NCCL cannot build fails at the start, not mid-run.
 int a3g_c10d_sum_on_gpu(void* group, int device, int64_t timeout_ms, char* error,
                         size_t capacity) {
   auto* joined = static_cast<Group*>(group);
   return guarded(error, capacity, [&] {
 #ifdef USE_C10D_NCCL
-    // A blocking wait makes a reduction that outlives the timeout throw in wait(),
-    // and so reach Rust as one line, instead of NCCL's watchdog ending the process.
-    setenv("TORCH_NCCL_BLOCKING_WAIT", "1", 1);
+    at::Device gpu(at::kCUDA, static_cast<c10::DeviceIndex>(device));
+    std::string own_failure;
+    at::Tensor probe;
+    try {
+      probe = at::ones({1}, at::TensorOptions().device(gpu));
+    } catch (const std::exception& exception) {
+      own_failure = exception.what();
+    }
+    std::vector<at::Tensor> failures{at::full({1}, own_failure.empty() ? 0 : 1, at::kInt)};
+    joined->gloo->allreduce(failures)->wait();
+    if (!own_failure.empty()) {
+      throw std::runtime_error(own_failure);
+    }
+    if (failures[0].item<int>() > 0) {
+      throw std::runtime_error("another rank could not put a tensor on its GPU for NCCL");
+    }
     auto options = c10d::ProcessGroupNCCL::Options::create();
     options->timeout = std::chrono::milliseconds(timeout_ms);
     auto store = c10::make_intrusive<c10d::PrefixStore>("nccl", joined->store);
-    joined->nccl = c10::make_intrusive<c10d::ProcessGroupNCCL>(
+    auto nccl = c10::make_intrusive<c10d::ProcessGroupNCCL>(
         store, joined->gloo->getRank(), joined->gloo->getSize(), options);
-    joined->gpu = at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(device));
-    std::vector<at::Tensor> probe{at::ones({1}, at::TensorOptions().device(joined->gpu))};
-    joined->nccl->allreduce(probe)->wait();
+    std::vector<at::Tensor> probes{probe};
+    try {
+      nccl->allreduce(probes)->wait();
+    } catch (...) {
+      try {
+        nccl->abort();
+      } catch (...) {
+      }
+      throw;
+    }
+    joined->nccl = nccl;
+    joined->gpu = gpu;
 #else
     (void)joined;
     (void)device;
