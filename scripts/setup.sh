@@ -83,31 +83,42 @@ a3g_ensure_tensorboard_reader() {
     fi
 }
 
+# An optional part of the set-up, which a3g builds without: `fetch` (a function) fills
+# the fresh folder it is given; on success the folder becomes $dir, marked with
+# $marker, and on failure $dir.unavailable is made and $note said once, so that later
+# calls do not try again until it is removed. Returns 1 while the part is unavailable.
+a3g_fetch_optional() {
+    local dir=$1 marker=$2 note=$3 fetch=$4
+    [[ -e $dir.unavailable ]] && return 1
+    [[ -e $dir/$marker ]] && return 0
+    rm -rf "$dir.partial"
+    mkdir -p "$dir.partial"
+    if "$fetch" "$dir.partial"; then
+        touch "$dir.partial/$marker"
+        rm -rf "$dir"
+        mv "$dir.partial" "$dir"
+    else
+        rm -rf "$dir.partial"
+        touch "$dir.unavailable"
+        a3g_say "note: $note (remove $dir.unavailable to try again)"
+        return 1
+    fi
+}
+
 # Gloo's headers, which c10d's ProcessGroupGloo.hpp includes and the torch wheel does
 # not ship: Debian's package libgloo-dev, downloaded and unpacked into .deps/gloo
 # (apt-get download and dpkg-deb need no root). Where apt cannot fetch it, a3g builds
-# without multi-machine training, says so once, and does not try again until
-# .deps/gloo.unavailable is removed.
+# without multi-machine training.
+a3g_fetch_gloo_headers() {
+    a3g_say "fetching gloo's headers for training across machines: Debian's libgloo-dev, into $A3G_DEPS/gloo"
+    command -v apt-get >/dev/null && command -v dpkg-deb >/dev/null &&
+        (cd "$1" && apt-get download libgloo-dev >/dev/null 2>&1) &&
+        dpkg-deb -x "$1"/libgloo-dev_*.deb "$1/root"
+}
 a3g_ensure_gloo_headers() {
-    local dir="$A3G_DEPS/gloo"
-    if [[ ! -e $dir/.a3g-gloo && ! -e $dir.unavailable ]]; then
-        a3g_say "fetching gloo's headers for training across machines: Debian's libgloo-dev, into $dir"
-        rm -rf "$dir.partial"
-        mkdir -p "$dir.partial"
-        if command -v apt-get >/dev/null && command -v dpkg-deb >/dev/null &&
-            (cd "$dir.partial" && apt-get download libgloo-dev >/dev/null 2>&1) &&
-            dpkg-deb -x "$dir.partial"/libgloo-dev_*.deb "$dir.partial/root"; then
-            touch "$dir.partial/.a3g-gloo"
-            rm -rf "$dir"
-            mv "$dir.partial" "$dir"
-        else
-            rm -rf "$dir.partial"
-            touch "$dir.unavailable"
-            a3g_say "note: apt could not fetch libgloo-dev; a3g builds for one machine (remove $dir.unavailable to try again)"
-            return
-        fi
-    fi
-    [[ -e $dir/.a3g-gloo ]] && export A3G_GLOO_INCLUDE="$dir/root/usr/include"
+    a3g_fetch_optional "$A3G_DEPS/gloo" .a3g-gloo \
+        "apt could not fetch libgloo-dev; a3g builds for one machine" a3g_fetch_gloo_headers &&
+        export A3G_GLOO_INCLUDE="$A3G_DEPS/gloo/root/usr/include"
     return 0
 }
 
@@ -117,29 +128,20 @@ a3g_ensure_gloo_headers() {
 # CUDA (13.0) have them. Only for the CUDA wheel of .deps/torch: another libtorch
 # (LIBTORCH) builds without NCCL, as does a machine where pip cannot fetch them.
 A3G_CUDA_HEADERS_VERSION=13.0
+a3g_fetch_cuda_headers() {
+    a3g_say "fetching CUDA's compiler-support headers, for NCCL between ranks with GPUs: PyPI's"
+    a3g_say "  nvidia-cuda-crt and nvidia-cuda-cccl $A3G_CUDA_HEADERS_VERSION, into $A3G_DEPS/cuda-headers (3 MB, seconds)"
+    # Not a3g_pip_install, which fails the set-up: without them a3g still builds.
+    python3 -m pip install --disable-pip-version-check --no-input --root-user-action=ignore \
+        --no-deps --quiet --target "$1" \
+        "nvidia-cuda-crt==$A3G_CUDA_HEADERS_VERSION.*" "nvidia-cuda-cccl==$A3G_CUDA_HEADERS_VERSION.*" >&2
+}
 a3g_ensure_cuda_headers() {
     [[ -e $A3G_DEPS/torch/nvidia/cu13/include/cuda_runtime.h && ${LIBTORCH:-} == "$A3G_DEPS/torch/torch" ]] || return 0
-    local dir="$A3G_DEPS/cuda-headers"
-    [[ -e $dir.unavailable ]] && return 0
-    if [[ ! -e $dir/.a3g-cuda-headers-$A3G_CUDA_HEADERS_VERSION ]]; then
-        a3g_say "fetching CUDA's compiler-support headers, for NCCL between ranks with GPUs: PyPI's"
-        a3g_say "  nvidia-cuda-crt and nvidia-cuda-cccl $A3G_CUDA_HEADERS_VERSION, into $dir (3 MB, seconds)"
-        # Not a3g_pip_install: a failure here leaves a3g buildable, with Gloo alone.
-        rm -rf "$dir.partial"
-        if python3 -m pip install --disable-pip-version-check --no-input --root-user-action=ignore \
-            --no-deps --quiet --target "$dir.partial" \
-            "nvidia-cuda-crt==$A3G_CUDA_HEADERS_VERSION.*" "nvidia-cuda-cccl==$A3G_CUDA_HEADERS_VERSION.*" >&2; then
-            touch "$dir.partial/.a3g-cuda-headers-$A3G_CUDA_HEADERS_VERSION"
-            rm -rf "$dir"
-            mv "$dir.partial" "$dir"
-        else
-            rm -rf "$dir.partial"
-            touch "$dir.unavailable"
-            a3g_say "note: pip could not fetch them; ranks with GPUs sum through Gloo (remove $dir.unavailable to try again)"
-            return 0
-        fi
-    fi
-    export A3G_CUDA_INCLUDE="$dir/nvidia/cu13/include"
+    a3g_fetch_optional "$A3G_DEPS/cuda-headers" ".a3g-cuda-headers-$A3G_CUDA_HEADERS_VERSION" \
+        "pip could not fetch them; ranks with GPUs sum through Gloo" a3g_fetch_cuda_headers &&
+        export A3G_CUDA_INCLUDE="$A3G_DEPS/cuda-headers/nvidia/cu13/include"
+    return 0
 }
 
 a3g_ensure_toolchain() {
