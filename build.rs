@@ -71,21 +71,17 @@ fn cuda_includes(libtorch_lib: &Path) -> Option<Vec<PathBuf>> {
     if support.exists() {
         println!("cargo:rerun-if-changed={}", support.display());
     }
-    let includes = vec![
-        nvidia.join("cu13/include"),
-        support.clone(),
-        support.join("cccl"),
-        nvidia.join("nccl/include"),
-    ];
+    let (runtime, cccl, nccl) =
+        (nvidia.join("cu13/include"), support.join("cccl"), nvidia.join("nccl/include"));
     let needed = [
         libtorch_lib.join("libtorch_cuda.so"),
         libtorch_lib.join("../include/torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp"),
-        includes[0].join("cuda_runtime.h"),
+        runtime.join("cuda_runtime.h"),
         support.join("crt/host_config.h"),
-        support.join("cccl/cuda/std/version"),
-        includes[3].join("nccl.h"),
+        cccl.join("cuda/std/version"),
+        nccl.join("nccl.h"),
     ];
-    needed.iter().all(|path| path.exists()).then_some(includes)
+    needed.iter().all(|path| path.exists()).then(|| vec![runtime, support, cccl, nccl])
 }
 
 fn compile_c10d_shim(libtorch_lib: &Path, gloo_include: &Path) {
@@ -118,9 +114,8 @@ fn compile_c10d_shim(libtorch_lib: &Path, gloo_include: &Path) {
         }
         build.try_compile("a3g_c10d_shim")
     };
-    let cuda = cuda_includes(libtorch_lib);
-    if let Some(cuda) = &cuda {
-        match build(Some(cuda)) {
+    if let Some(cuda) = cuda_includes(libtorch_lib) {
+        match build(Some(cuda.as_slice())) {
             Ok(()) => {
                 println!("cargo:rustc-cfg=a3g_c10d");
                 println!("cargo:rustc-cfg=a3g_nccl");

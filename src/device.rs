@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 
 use tch::{Cuda, Device, Kind, Tensor};
 
+use crate::distributed::c10d;
 use crate::error::{Error, Result};
 
 /// The device for `--gpu-id`: -1 is the CPU, 0 and up a CUDA device that must exist.
@@ -281,7 +282,6 @@ pub fn run() -> crate::Result<()> {
     let mut devices = vec!["cpu (--gpu-ids -1)".to_string()];
     devices.extend((0..report.devices).map(|index| format!("cuda:{index} (--gpu-ids {index})")));
     crate::console::say(&format!("devices: {}", devices.join(", ")));
-    use crate::distributed::c10d;
     crate::console::say(if c10d::NCCL_BUILT_IN {
         "training across machines: built in (c10d with Gloo, and NCCL for ranks with --gpu-ids; \
          docs/distributed.md)"

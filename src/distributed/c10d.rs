@@ -111,7 +111,6 @@ impl Group {
                 .map_err(|_| failed("MASTER_ADDR holds a NUL byte".into()))?;
             let bind = CString::new(launch.bind_host().unwrap_or("")).unwrap_or_default();
             let mut error = vec![0 as std::ffi::c_char; ERROR_CAPACITY];
-            let timeout_ms = i64::try_from(timeout.as_millis()).unwrap_or(i64::MAX);
             // SAFETY: the strings are NUL-terminated and outlive the call; `error` has
             // the capacity passed.
             let raw = unsafe {
@@ -121,7 +120,7 @@ impl Group {
                     launch.rank as i32,
                     launch.world_size as i32,
                     launch.serves_store as i32,
-                    timeout_ms,
+                    millis(timeout),
                     bind.as_ptr(),
                     error.as_mut_ptr(),
                     error.len(),
@@ -151,8 +150,7 @@ impl Group {
         #[cfg(a3g_c10d)]
         // SAFETY: the group is live; `error` has the capacity passed.
         return self.call("sum the model through NCCL", |group, error, capacity| unsafe {
-            let timeout_ms = i64::try_from(timeout.as_millis()).unwrap_or(i64::MAX);
-            ffi::a3g_c10d_sum_on_gpu(group, gpu as i32, timeout_ms, error, capacity)
+            ffi::a3g_c10d_sum_on_gpu(group, gpu as i32, millis(timeout), error, capacity)
         });
         #[cfg(not(a3g_c10d))]
         {
@@ -252,6 +250,12 @@ impl Drop for Group {
         // SAFETY: the group came from a3g_c10d_join and is left once.
         unsafe { ffi::a3g_c10d_leave(self.raw.0) }
     }
+}
+
+/// `timeout` as the shim takes it: whole milliseconds, saturating.
+#[cfg(a3g_c10d)]
+fn millis(timeout: Duration) -> i64 {
+    i64::try_from(timeout.as_millis()).unwrap_or(i64::MAX)
 }
 
 /// The NUL-terminated message the shim wrote into `error`.

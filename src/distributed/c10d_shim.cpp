@@ -2,9 +2,9 @@
 // links: a TCPStore for the rendezvous and a ProcessGroupGloo that reduces CPU tensors
 // between the ranks of a run, and, where built with USE_C10D_NCCL (the CUDA wheel),
 // a ProcessGroupNCCL that sums the model on the ranks' GPUs instead. tch binds none
-// of c10d, so this file is the one place a3g reaches it. Every function catches what c10d throws and hands back the first
-// line of its message, so that a peer that is gone reaches Rust as an error rather
-// than as an abort.
+// of c10d, so this file is the one place a3g reaches it. Every function catches what
+// c10d throws and hands back the first line of its message, so that a peer that is
+// gone reaches Rust as an error rather than as an abort.
 
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
