@@ -8,6 +8,7 @@
 #
 # Usage: benches/ranks_learning.sh [ROUNDS [SEED]]   (defaults 3 rounds, seed 1)
 #   SYNC_INTERVAL=S syncs the ranks every S seconds (default 1, a3g's default).
+#   SYNC_MERGE=mean|sum gives the ranks --sync-merge (default sum, a3g's default).
 set -euo pipefail
 root="$(cd "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/.." && pwd)"
 rounds=${1:-3}
@@ -36,7 +37,7 @@ two_ranks() {
         local dir="$scratch/rank$rank"
         rm -rf "$dir" && mkdir -p "$dir"
         (cd "$dir" && RANK=$rank WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port \
-            "$a3g" "${recipe[@]}" --seed "$1" --workers 1 --sync-interval "$interval" >out.log 2>err.log) &
+            "$a3g" "${recipe[@]}" --seed "$1" --workers 1 --sync-interval "$interval" --sync-merge "${SYNC_MERGE:-sum}" >out.log 2>err.log) &
     done
     wait
     echo "$(steps_of "$scratch/rank0/out.log") $((SECONDS - started))"

@@ -8,6 +8,7 @@
 #
 # Usage: benches/ranks_pong.sh [MINUTES [ROUNDS]]   (defaults 15 minutes, 1 round)
 #   KEEP=DIR keeps every run's logs and models under DIR (for `a3g plot`).
+#   SYNC_MERGE=mean|sum gives the ranks --sync-merge (default sum, a3g's default).
 set -euo pipefail
 root="$(cd "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/.." && pwd)"
 minutes=${1:-15}
@@ -48,7 +49,7 @@ two_ranks() {
         local dir="$scratch/round$1-rank$rank"
         rm -rf "$dir" && mkdir -p "$dir"
         (cd "$dir" && RANK=$rank WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port \
-            taskset -c "$rank" "$a3g" "${recipe[@]}" --seed "$1" >out.log 2>err.log) &
+            taskset -c "$rank" "$a3g" "${recipe[@]}" --seed "$1" --sync-merge "${SYNC_MERGE:-sum}" >out.log 2>err.log) &
     done
     wait
     echo "round $1, two ranks on a core each: $(summary "$scratch/round$1-rank0/logs/PongDeterministic-v4_log")"

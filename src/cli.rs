@@ -119,6 +119,20 @@ pub struct Ga3cArgs {
     pub autotune_window: f64,
 }
 
+/// How a sync between ranks combines their changes to the model (`--sync-merge`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SyncMerge {
+    /// Every rank's updates are applied, as if all the ranks' threads trained one
+    /// Hogwild model: with N ranks the model moves N times as far per sync as the mean.
+    #[value(name = "sum")]
+    Sum,
+    /// The ranks' changes are averaged (model averaging): per sync the model moves
+    /// about as far as one rank's updates took it, with less noise.
+    #[value(name = "mean")]
+    Mean,
+}
+
 /// The shared optimizer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, Serialize, Deserialize)]
 pub enum OptimizerName {
@@ -174,6 +188,10 @@ pub const DEFAULT_SYNC_INTERVAL: f64 = 1.0;
 
 fn default_sync_interval() -> f64 {
     DEFAULT_SYNC_INTERVAL
+}
+
+fn default_sync_merge() -> SyncMerge {
+    SyncMerge::Sum
 }
 
 fn default_sync_timeout() -> f64 {
@@ -353,10 +371,15 @@ pub struct TrainArgs {
 
     /// Across machines (a launcher's RANK and WORLD_SIZE, or Slurm's or Open MPI's
     /// variables; docs/distributed.md): seconds between the ranks' syncs, each of
-    /// which averages the model over them and sums their counters.
+    /// which merges their changes to the model (--sync-merge) and sums their counters.
     #[arg(long, default_value_t = DEFAULT_SYNC_INTERVAL, value_parser = parse_status_interval, allow_negative_numbers = true, help_heading = "Across machines")]
     #[serde(default = "default_sync_interval")]
     pub sync_interval: f64,
+    /// How each sync combines the ranks' changes since the last one (docs/distributed.md
+    /// says which to pick with how many ranks).
+    #[arg(long, value_enum, default_value_t = default_sync_merge(), help_heading = "Across machines")]
+    #[serde(default = "default_sync_merge")]
+    pub sync_merge: SyncMerge,
     /// Seconds a rank waits for the others, at the start and at each sync, before it
     /// stops the run naming the rank that did not come.
     #[arg(long, default_value_t = 60.0, value_parser = parse_sync_timeout, allow_negative_numbers = true, help_heading = "Across machines")]

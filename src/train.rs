@@ -72,6 +72,7 @@ pub fn run(args: &TrainArgs) -> Result<()> {
                 monitor.counters.clone(),
                 peers.clone(),
                 distributed.sync_interval,
+                distributed.sync_merge,
                 config.run.step_budget,
             )?;
             let stop = monitor.stop.clone();

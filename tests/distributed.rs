@@ -98,30 +98,45 @@ fn two_ranks_train_one_model() {
     assert!(!scratches[1].path("logs").exists(), "rank 1 wrote a game log");
 }
 
-/// A rank started with another learning rate than rank 0's is refused, and so is
-/// rank 0: each prints one line naming the setting and both values.
+/// A rank started with another learning rate, or another --sync-merge, than rank 0's
+/// is refused, and so is rank 0: each prints one line naming the setting and both
+/// values.
 #[test]
 #[cfg_attr(not(a3g_c10d), ignore = "this build has no c10d (no gloo headers at set-up)")]
 fn a_rank_with_other_settings_is_refused() {
-    let scratches = [Scratch::new("lr0"), Scratch::new("lr1")];
-    let port = free_port();
-    let mut ranks: Vec<Child> = (0..2)
-        .map(|rank| {
-            let lr = if rank == 0 { "0.001" } else { "0.002" };
-            let args =
-                small_cartpole(&["--max-steps", "100000", "--lr", lr, "--sync-timeout", "30"]);
-            start_rank(&scratches[rank], rank, port, &args)
-        })
-        .collect();
-    for (rank, child) in ranks.iter_mut().enumerate() {
-        let stderr = Lines::stderr(child);
-        let status = wait_within(child, Duration::from_secs(60), "a refused rank");
-        let stderr = stderr.all();
-        assert!(!status.success(), "rank {rank} ran");
-        let lines: Vec<&str> = stderr.lines().collect();
-        assert_eq!(lines.len(), 1, "{stderr}");
-        assert!(lines[0].starts_with(&format!("error: rank {rank} of 2: ")), "{stderr}");
-        assert!(lines[0].contains("lr") && lines[0].contains("0.002"), "{stderr}");
+    for (flag, setting, values) in
+        [("--lr", "lr", ["0.001", "0.002"]), ("--sync-merge", "sync merge", ["sum", "mean"])]
+    {
+        let scratches = [Scratch::new("differs0"), Scratch::new("differs1")];
+        let port = free_port();
+        let mut ranks: Vec<Child> = (0..2)
+            .map(|rank| {
+                let args = small_cartpole(&[
+                    "--max-steps",
+                    "100000",
+                    flag,
+                    values[rank],
+                    "--sync-timeout",
+                    "30",
+                ]);
+                start_rank(&scratches[rank], rank, port, &args)
+            })
+            .collect();
+        for (rank, child) in ranks.iter_mut().enumerate() {
+            let stderr = Lines::stderr(child);
+            let status = wait_within(child, Duration::from_secs(60), "a refused rank");
+            let stderr = stderr.all();
+            assert!(!status.success(), "rank {rank} ran with {flag} {}", values[rank]);
+            let lines: Vec<&str> = stderr.lines().collect();
+            assert_eq!(lines.len(), 1, "{stderr}");
+            assert!(lines[0].starts_with(&format!("error: rank {rank} of 2: ")), "{stderr}");
+            assert!(
+                lines[0].contains(setting)
+                    && lines[0].contains(values[0])
+                    && lines[0].contains(values[1]),
+                "{stderr}"
+            );
+        }
     }
 }
 

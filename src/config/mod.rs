@@ -12,7 +12,9 @@ use serde::{Deserialize, Serialize};
 use tch::Device;
 
 use crate::checkpoint::{self, Checkpoint, FolderLock, Sidecar};
-use crate::cli::{EnvArgs, EvalArgs, Ga3cArgs, ModelName, OptimizerName, TrainArgs, TrainerName};
+use crate::cli::{
+    EnvArgs, EvalArgs, Ga3cArgs, ModelName, OptimizerName, SyncMerge, TrainArgs, TrainerName,
+};
 use crate::console;
 use crate::device;
 use crate::distributed::{c10d, Launch, ModelSum};
@@ -281,6 +283,7 @@ pub struct RunConfig {
 pub struct DistributedConfig {
     pub launch: Launch,
     pub sync_interval: Duration,
+    pub sync_merge: SyncMerge,
     pub sync_timeout: Duration,
     pub model_sum: ModelSum,
 }
@@ -535,6 +538,7 @@ impl TrainConfig {
             distributed: launch.map(|launch| DistributedConfig {
                 launch,
                 sync_interval: Duration::from_secs_f64(args.sync_interval),
+                sync_merge: args.sync_merge,
                 sync_timeout: Duration::from_secs_f64(args.sync_timeout),
                 model_sum,
             }),
@@ -589,6 +593,7 @@ impl TrainConfig {
             if let Some(distributed) = &self.distributed {
                 settings
                     .insert("model sum".into(), serde_json::json!(distributed.model_sum.name()));
+                settings.insert("sync merge".into(), serde_json::json!(distributed.sync_merge));
             }
         }
         settings

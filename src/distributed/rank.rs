@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use super::c10d::Group;
 use super::sync::SyncPoint;
+use crate::cli::SyncMerge;
 use crate::error::{Error, Result};
 use crate::shared::SharedModel;
 use crate::stop::{Stop, StopReason};
@@ -90,6 +91,8 @@ pub struct RankSync {
     counters: Arc<TrainingCounters>,
     peers: Arc<PeerCounters>,
     interval: Duration,
+    /// What the summed changes are scaled by (--sync-merge).
+    share: f32,
     /// --max-steps over all ranks.
     step_budget: u64,
 }
@@ -103,6 +106,7 @@ impl RankSync {
         counters: Arc<TrainingCounters>,
         peers: Arc<PeerCounters>,
         interval: Duration,
+        merge: SyncMerge,
         step_budget: u64,
     ) -> Result<Self> {
         let mut weights = vec![0.0f32; shared.numel()];
@@ -114,6 +118,7 @@ impl RankSync {
             shared.write_flat(&weights);
         }
         let length = weights.len();
+        let share = merge.share(group.world_size);
         Ok(RankSync {
             group,
             shared,
@@ -123,6 +128,7 @@ impl RankSync {
             counters,
             peers,
             interval,
+            share,
             step_budget,
         })
     }
@@ -180,14 +186,14 @@ impl RankSync {
             .map(|(rank, values)| (rank, values[0])))
     }
 
-    /// Averages the model over the ranks, then checks that every rank agreed on the
+    /// Merges the ranks' changes to the model, then checks that every rank agreed on the
     /// same weights (a digest of them, gathered): ranks that drifted apart would each
     /// go on training a model of its own while the run reported one.
     fn sync_model(&mut self) -> Result<()> {
         self.shared.read_flat(&mut self.current);
         self.point.change_since(&self.current, &mut self.change);
         self.group.all_reduce_sum(&mut self.change)?;
-        self.point.agree(&mut self.change, self.group.world_size);
+        self.point.agree(&mut self.change, self.share);
         self.shared.add_flat(&self.change);
         let digests = self.group.all_gather(self.agreed_digest() as i64)?;
         if let Some(rank) = digests.iter().position(|&digest| digest != digests[0]) {

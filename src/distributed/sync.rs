@@ -1,9 +1,22 @@
 //! The arithmetic of one sync between ranks. Each rank trains its own shared model
 //! Hogwild-style and, every sync, the ranks sum what each changed since the model
-//! they last agreed on. Writing the mean over the live weights would throw away the
+//! they last agreed on; the agreed model then moves by that sum (`--sync-merge sum`)
+//! or by its mean. Writing the result over the live weights would throw away the
 //! updates this rank's threads made while the sum travelled; instead the live weights
-//! get `mean - own`, the other ranks' share of the change, so that right after a sync
-//! every rank holds the agreed model plus only the updates that landed during it.
+//! get `merged - own`, the change this rank has not made itself, so that right after a
+//! sync every rank holds the agreed model plus only the updates that landed during it.
+
+use crate::cli::SyncMerge;
+
+impl SyncMerge {
+    /// What the summed changes are multiplied by before they are applied.
+    pub fn share(self, world_size: usize) -> f32 {
+        match self {
+            SyncMerge::Sum => 1.0,
+            SyncMerge::Mean => 1.0 / world_size as f32,
+        }
+    }
+}
 
 /// The model as the ranks last agreed on it, flattened, with the buffers a sync uses.
 pub struct SyncPoint {
@@ -35,14 +48,13 @@ impl SyncPoint {
     }
 
     /// Takes the ranks' summed changes (`summed`, identical on every rank): the agreed
-    /// weights move by their mean, and `summed` becomes what to add to the live
-    /// weights, `mean - own`.
-    pub fn agree(&mut self, summed: &mut [f32], world_size: usize) {
-        let share = 1.0 / world_size as f32;
+    /// weights move by `share` of them ([`SyncMerge::share`]), and `summed` becomes what
+    /// to add to the live weights, `merged - own`.
+    pub fn agree(&mut self, summed: &mut [f32], share: f32) {
         for ((summed, agreed), &own) in summed.iter_mut().zip(&mut self.agreed).zip(&self.own) {
-            let mean = *summed * share;
-            *agreed += mean;
-            *summed = mean - own;
+            let merged = *summed * share;
+            *agreed += merged;
+            *summed = merged - own;
         }
     }
 }
@@ -71,7 +83,7 @@ mod tests {
         }
         for rank in 0..2 {
             let mut correction = summed.clone();
-            ranks[rank].agree(&mut correction, 2);
+            ranks[rank].agree(&mut correction, SyncMerge::Mean.share(2));
             for (weight, correction) in live[rank].iter_mut().zip(correction) {
                 *weight += correction;
             }
@@ -85,15 +97,44 @@ mod tests {
         assert_eq!(live[0], with_update);
     }
 
-    /// A rank alone (world size 1) keeps its weights: the mean of one change is itself.
+    /// With the sum, two ranks' changes both land in full: the agreed model is the
+    /// start plus both changes, and each rank's live weights gain the other's.
+    #[test]
+    fn the_sum_applies_every_ranks_change() {
+        let start = vec![0.0f32, 1.0];
+        let mut ranks = [SyncPoint::new(start.clone()), SyncPoint::new(start)];
+        let mut live = [vec![0.5f32, 1.0], vec![0.25f32, 0.5]];
+        let mut changes = [vec![0.0f32; 2], vec![0.0f32; 2]];
+        for rank in 0..2 {
+            ranks[rank].change_since(&live[rank], &mut changes[rank]);
+        }
+        let summed: Vec<f32> = changes[0].iter().zip(&changes[1]).map(|(a, b)| a + b).collect();
+        for rank in 0..2 {
+            let mut correction = summed.clone();
+            ranks[rank].agree(&mut correction, SyncMerge::Sum.share(2));
+            for (weight, correction) in live[rank].iter_mut().zip(correction) {
+                *weight += correction;
+            }
+        }
+        let both_changes = [0.75f32, 0.5];
+        for rank in 0..2 {
+            assert_eq!(ranks[rank].agreed(), both_changes);
+            assert_eq!(live[rank], both_changes);
+        }
+    }
+
+    /// A rank alone (world size 1) keeps its weights under either merge: the sum and
+    /// the mean of one change are that change.
     #[test]
     fn one_rank_changes_nothing() {
-        let mut point = SyncPoint::new(vec![0.0, 1.0]);
-        let live = [0.25f32, 0.75];
-        let mut change = vec![0.0; 2];
-        point.change_since(&live, &mut change);
-        point.agree(&mut change, 1);
-        assert_eq!(change, vec![0.0, 0.0]);
-        assert_eq!(point.agreed(), live);
+        for merge in [SyncMerge::Sum, SyncMerge::Mean] {
+            let mut point = SyncPoint::new(vec![0.0, 1.0]);
+            let live = [0.25f32, 0.75];
+            let mut change = vec![0.0; 2];
+            point.change_since(&live, &mut change);
+            point.agree(&mut change, merge.share(1));
+            assert_eq!(change, vec![0.0, 0.0]);
+            assert_eq!(point.agreed(), live);
+        }
     }
 }
