@@ -9,10 +9,14 @@
 # Usage: benches/ranks_pong.sh [MINUTES [ROUNDS]]   (defaults 15 minutes, 1 round)
 #   KEEP=DIR keeps every run's logs and models under DIR (for `a3g plot`).
 #   SYNC_MERGE=mean|sum gives the ranks --sync-merge (default sum, a3g's default).
+#   FROM_ROUND=R starts at round R (its seed and order), ONLY=one|ranks runs one side.
 set -euo pipefail
 root="$(cd "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/.." && pwd)"
 minutes=${1:-15}
 rounds=${2:-1}
+from_round=${FROM_ROUND:-1}
+only=${ONLY:-both}
+[[ $only == both || $only == one || $only == ranks ]] || { echo "ONLY must be one, ranks or both" >&2; exit 2; }
 a3g=${A3G_BINARY:-$root/target/release/a3g}
 "$root/a3g" --version >/dev/null
 scratch=${KEEP:-$(mktemp -d)}
@@ -35,6 +39,9 @@ summary() {
         }' "$1"
 }
 
+# Whether ONLY lets this side (one or ranks) run.
+runs() { [[ $only == both || $only == "$1" ]]; }
+
 one_process() {
     local dir="$scratch/round$1-one"
     rm -rf "$dir" && mkdir -p "$dir"
@@ -56,12 +63,12 @@ two_ranks() {
 }
 
 echo "PongDeterministic-v4, universe, GA3C, --lr 3e-4, $minutes min a run; $(nproc) cores; load average $(cut -d' ' -f1-3 /proc/loadavg)"
-for round in $(seq 1 "$rounds"); do
+for round in $(seq "$from_round" "$rounds"); do
     if ((round % 2 == 1)); then
-        one_process "$round"
-        two_ranks "$round"
+        if runs one; then one_process "$round"; fi
+        if runs ranks; then two_ranks "$round"; fi
     else
-        two_ranks "$round"
-        one_process "$round"
+        if runs ranks; then two_ranks "$round"; fi
+        if runs one; then one_process "$round"; fi
     fi
 done

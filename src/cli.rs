@@ -629,6 +629,20 @@ mod tests {
         }
     }
 
+    /// The ranks sum their changes unless told to average them, and nothing else is
+    /// taken for a merge.
+    #[test]
+    fn sync_merge_parses() {
+        assert_eq!(train_args(&[]).sync_merge, SyncMerge::Sum);
+        assert_eq!(train_args(&["--sync-merge", "mean"]).sync_merge, SyncMerge::Mean);
+        for bad in ["median", "Sum", ""] {
+            assert!(
+                Cli::try_parse_from(["a3g", "train", "--sync-merge", bad]).is_err(),
+                "{bad} parsed"
+            );
+        }
+    }
+
     /// Rewards are clipped to [-1, 1] by default as in the reference; --reward-clip off
     /// and a scale change that; a negative --stop-at-mean is a number, not a flag.
     #[test]

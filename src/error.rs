@@ -158,7 +158,7 @@ pub enum Error {
     Peers {
         rank: usize,
         world_size: usize,
-        /// What the rank was doing ("join the other ranks", "average the model").
+        /// What the rank was doing ("join the other ranks", "sum the ranks' changes").
         action: &'static str,
         /// c10d's reason, its first line.
         reason: String,

@@ -1,6 +1,7 @@
 //! A rank's part in a run across machines: the start, where every rank checks that
 //! it trains what rank 0 trains and takes rank 0's weights, and the sync thread,
-//! which every `--sync-interval` averages the model over the ranks ([`super::sync`]),
+//! which every `--sync-interval` merges the ranks' changes to the model
+//! (`--sync-merge`, [`super::sync`]),
 //! sums their counters and carries a stop from any rank to all of them.
 
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -98,7 +98,8 @@ mod tests {
     }
 
     /// With the sum, two ranks' changes both land in full: the agreed model is the
-    /// start plus both changes, and each rank's live weights gain the other's.
+    /// start plus both changes, rank 1 holds exactly that, and rank 0 holds that plus
+    /// the update its threads made while the sum travelled.
     #[test]
     fn the_sum_applies_every_ranks_change() {
         let start = vec![0.0f32, 1.0];
@@ -109,6 +110,10 @@ mod tests {
             ranks[rank].change_since(&live[rank], &mut changes[rank]);
         }
         let summed: Vec<f32> = changes[0].iter().zip(&changes[1]).map(|(a, b)| a + b).collect();
+        let during_sync = [-0.25f32, 0.125];
+        for (weight, update) in live[0].iter_mut().zip(during_sync) {
+            *weight += update;
+        }
         for rank in 0..2 {
             let mut correction = summed.clone();
             ranks[rank].agree(&mut correction, SyncMerge::Sum.share(2));
@@ -117,10 +122,10 @@ mod tests {
             }
         }
         let both_changes = [0.75f32, 0.5];
-        for rank in 0..2 {
-            assert_eq!(ranks[rank].agreed(), both_changes);
-            assert_eq!(live[rank], both_changes);
-        }
+        assert_eq!(ranks[0].agreed(), both_changes);
+        assert_eq!(ranks[1].agreed(), both_changes);
+        assert_eq!(live[1], both_changes);
+        assert_eq!(live[0], [0.5f32, 0.625]);
     }
 
     /// A rank alone (world size 1) keeps its weights under either merge: the sum and
