@@ -9,6 +9,7 @@
 #
 # Usage: benches/ga3c_speed.sh [SECONDS [ROUNDS]]   (defaults 90 s, 1 round)
 #   A3G_BINARY=PATH measures that a3g binary (another build) instead of this tree's.
+#   ONLY=REGEX runs only the settings whose name matches (grep -E), e.g. 'universe ga3c'.
 set -euo pipefail
 root="$(cd "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/.." && pwd)"
 seconds=${1:-90}
@@ -39,6 +40,7 @@ for round in $(seq 1 "$rounds"); do
     declare -A baseline=()
     for config in "${configs[@]}"; do
         name=${config%%|*}
+        if [[ -n ${ONLY:-} ]] && ! grep -qE -- "$ONLY" <<<"$name"; then continue; fi
         read -r -a flags <<<"${config#*|}"
         run="$scratch/run"
         rm -rf "$run" && mkdir -p "$run"
@@ -54,7 +56,7 @@ for round in $(seq 1 "$rounds"); do
             baseline[$model]=$rate
             echo "round $round, $name: $rate agent steps/s"
         else
-            ratio=$(awk -v a="$rate" -v b="${baseline[$model]:-nan}" 'BEGIN { if (b > 0) printf "%.2fx", a / b; else print "-" }')
+            ratio=$(awk -v a="$rate" -v b="${baseline[$model]:-0}" 'BEGIN { if (b > 0) printf "%.2fx", a / b; else print "-" }')
             echo "round $round, $name: $rate agent steps/s, $ratio A3C's ($extra)"
         fi
     done
