@@ -526,9 +526,11 @@ fn draw_panel(
         }
     }
     if panel.legend {
+        // Learning curves start at their lowest and rise to the right, so the upper
+        // left is the corner they leave empty.
         chart
             .configure_series_labels()
-            .position(SeriesLabelPosition::LowerRight)
+            .position(SeriesLabelPosition::UpperLeft)
             .background_style(WHITE.mix(0.85))
             .border_style(BLACK.mix(0.3))
             .label_font((FONT, 14))
