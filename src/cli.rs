@@ -124,7 +124,8 @@ pub struct Ga3cArgs {
 #[serde(rename_all = "lowercase")]
 pub enum SyncMerge {
     /// Every rank's updates are applied, as if all the ranks' threads trained one
-    /// Hogwild model: with N ranks the model moves N times as far per sync as the mean.
+    /// Hogwild model (the other ranks' updates arriving up to an interval late): with N
+    /// ranks the model moves N times as far per sync as with the mean.
     #[value(name = "sum")]
     Sum,
     /// The ranks' changes are averaged (model averaging): per sync the model moves
@@ -375,8 +376,8 @@ pub struct TrainArgs {
     #[arg(long, default_value_t = DEFAULT_SYNC_INTERVAL, value_parser = parse_status_interval, allow_negative_numbers = true, help_heading = "Across machines")]
     #[serde(default = "default_sync_interval")]
     pub sync_interval: f64,
-    /// How each sync combines the ranks' changes since the last one (docs/distributed.md
-    /// says which to pick with how many ranks).
+    /// How each sync combines the ranks' changes since the last one (docs/distributed.md,
+    /// "Sum or mean").
     #[arg(long, value_enum, default_value_t = default_sync_merge(), help_heading = "Across machines")]
     #[serde(default = "default_sync_merge")]
     pub sync_merge: SyncMerge,

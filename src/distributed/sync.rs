@@ -3,8 +3,9 @@
 //! they last agreed on; the agreed model then moves by that sum (`--sync-merge sum`)
 //! or by its mean. Writing the result over the live weights would throw away the
 //! updates this rank's threads made while the sum travelled; instead the live weights
-//! get `merged - own`, the change this rank has not made itself, so that right after a
-//! sync every rank holds the agreed model plus only the updates that landed during it.
+//! get `merged - own`, what the merge adds beyond this rank's own change (with the sum,
+//! exactly the other ranks' changes), so that right after a sync every rank holds the
+//! agreed model plus only the updates that landed during it.
 
 use crate::cli::SyncMerge;
 
