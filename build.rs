@@ -21,6 +21,7 @@ use std::path::{Path, PathBuf};
 fn main() {
     println!("cargo:rustc-check-cfg=cfg(a3g_c10d)");
     println!("cargo:rustc-check-cfg=cfg(a3g_nccl)");
+    println!("cargo:rustc-check-cfg=cfg(a3g_elu)");
     println!("cargo:rustc-link-lib=stdc++");
     // torch-sys declares `links = "tch"` and exports the folder it linked against.
     println!("cargo:rerun-if-env-changed=DEP_TCH_LIBTORCH_LIB");
@@ -36,9 +37,39 @@ fn main() {
         if Path::new(&libtorch_lib).join("libtorch_cuda.so").exists() {
             println!("cargo:rustc-link-arg=-Wl,--no-as-needed,-ltorch_cuda,--as-needed");
         }
+        compile_elu_kernel(Path::new(&libtorch_lib));
         if let Some(gloo_include) = gloo_include() {
             compile_c10d_shim(Path::new(&libtorch_lib), &gloo_include);
         }
+    }
+}
+
+/// a3g's ELU kernel (src/elu.cpp), against libtorch's own headers, which every
+/// libtorch has; on other architectures than x86-64, or where it does not compile,
+/// a3g uses libtorch's ELU (src/elu.rs).
+fn compile_elu_kernel(libtorch_lib: &Path) {
+    let kernel = "src/elu.cpp";
+    println!("cargo:rerun-if-changed={kernel}");
+    // The kernel is AVX2 code; other architectures keep libtorch's ELU.
+    if std::env::var("CARGO_CFG_TARGET_ARCH").as_deref() != Ok("x86_64") {
+        return;
+    }
+    let include = libtorch_lib.join("../include");
+    let compiled = cc::Build::new()
+        .cpp(true)
+        .file(kernel)
+        .include(&include)
+        .include(include.join("torch/csrc/api/include"))
+        .std("c++17")
+        .define("_GLIBCXX_USE_CXX11_ABI", "1")
+        .warnings(false)
+        .try_compile("a3g_elu");
+    match compiled {
+        Ok(()) => println!("cargo:rustc-cfg=a3g_elu"),
+        Err(error) => println!(
+            "cargo:warning=a3g's ELU kernel did not compile ({error}); the universe network uses \
+             libtorch's ELU"
+        ),
     }
 }
 

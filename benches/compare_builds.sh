@@ -5,6 +5,7 @@
 # agent steps/s (mean of the status lines after WARM_UP seconds) and B's ratio to A.
 #
 # Usage: benches/compare_builds.sh A_BINARY B_BINARY [SECONDS [ROUNDS]]   (60 s, 2 rounds)
+#   ONLY=REGEX runs only the configurations whose name matches (grep -E), e.g. 'universe'.
 set -euo pipefail
 a=$(readlink -f "$1") b=$(readlink -f "$2")
 seconds=${3:-60}
@@ -36,6 +37,7 @@ echo "PongDeterministic-v4, $seconds s runs, mean of status lines after $warm_up
 for round in $(seq 1 "$rounds"); do
     for config in "${configs[@]}"; do
         name=${config%%|*}
+        if [[ -n ${ONLY:-} ]] && ! grep -qE -- "$ONLY" <<<"$name"; then continue; fi
         read -r -a flags <<<"${config#*|}"
         if (( round % 2 == 1 )); then
             rate_a=$(rate_of "$a" "${flags[@]}"); rate_b=$(rate_of "$b" "${flags[@]}")

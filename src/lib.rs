@@ -11,7 +11,8 @@
 //!   `env/numpy_rng.rs`); the simulated ones run under one time limit
 //!   (`env/time_limit.rs`).
 //! - [`envs`]: the `a3g envs` subcommand.
-//! - [`model`]: the actor-critic networks; [`policy`]: choosing actions from them.
+//! - [`model`]: the actor-critic networks, the universe network's ELU in [`elu`] (a
+//!   CPU kernel of a3g's own); [`policy`]: choosing actions from them.
 //! - [`rollout`]: returns, GAE and the loss; [`gradients`]: an update's gradients on
 //!   their way to the shared model; [`shared_optim`]: the shared optimizers;
 //!   [`shared`]: the shared model and the one way threads read and update it.
@@ -58,6 +59,7 @@ pub mod config;
 pub mod console;
 pub mod device;
 pub mod distributed;
+pub mod elu;
 pub mod env;
 pub mod envs;
 pub mod error;

@@ -575,7 +575,7 @@ fn universe_convs(root: &nn::Path) -> nn::Sequential {
             bs_init: Init::Const(0.0),
             ..Default::default()
         };
-        body = body.add(nn::conv2d(root / name, inputs, 32, 3, config)).add_fn(|x| x.elu());
+        body = body.add(nn::conv2d(root / name, inputs, 32, 3, config)).add_fn(crate::elu::elu);
     }
     body
 }
