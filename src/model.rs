@@ -696,6 +696,51 @@ mod tests {
         assert_eq!(vs.variables().len(), expected.len(), "no parameter outside the list");
     }
 
+    /// The universe body through a3g's ELU kernel gives the features and weight
+    /// gradients that libtorch's ELU gives, layer by layer from the same weights.
+    #[test]
+    fn universe_body_matches_libtorchs_elu() {
+        let spec = ModelSpec {
+            body: Body::Universe,
+            hidden_size: 16,
+            head: Head::Discrete { actions: 6 },
+        };
+        let vs = nn::VarStore::new(Device::Cpu);
+        let model = ActorCritic::new(&vs, &spec);
+        let screens =
+            Tensor::randn([5, 1, UNIVERSE_SIDE, UNIVERSE_SIDE], (Kind::Float, Device::Cpu));
+        let weights: Vec<&Tensor> = ["conv1", "conv2", "conv3", "conv4"]
+            .iter()
+            .map(|layer| {
+                let name = format!("{layer}.weight");
+                &model.parameters().iter().find(|(n, _)| *n == name).expect("a conv weight").1
+            })
+            .collect();
+        let biases: Vec<&Tensor> = ["conv1", "conv2", "conv3", "conv4"]
+            .iter()
+            .map(|layer| {
+                let name = format!("{layer}.bias");
+                &model.parameters().iter().find(|(n, _)| *n == name).expect("a conv bias").1
+            })
+            .collect();
+        let upstream = Tensor::randn([5, UNIVERSE_FEATURES], (Kind::Float, Device::Cpu));
+        let gradients = |features: Tensor| {
+            let mut all = weights.clone();
+            all.extend(biases.iter().copied());
+            let loss = (features * &upstream).sum(Kind::Float);
+            Tensor::run_backward(&[loss], &all, false, false)
+        };
+        let ours = gradients(model.features(&screens));
+        let mut activations = screens.shallow_clone();
+        for (weight, bias) in weights.iter().zip(&biases) {
+            activations = activations.conv2d(weight, Some(*bias), [2, 2], [1, 1], [1, 1], 1).elu();
+        }
+        let libtorch = gradients(activations.flatten(1, -1));
+        for (index, (a, b)) in ours.iter().zip(&libtorch).enumerate() {
+            assert!(a.allclose(b, 1e-4, 1e-6, false), "gradient {index} differs");
+        }
+    }
+
     /// On the CPU every conv weight is stored channels-last, `conv1`'s single input
     /// channel included (a probe once left it with ordinary strides, which made every
     /// layer after it reorder its input), and a forward pass keeps that order to the
