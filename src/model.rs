@@ -731,8 +731,12 @@ mod tests {
         let libtorch_features = activations.flatten(1, -1);
         assert!(model.features(&screens).allclose(&libtorch_features, 1e-5, 1e-6, false));
         let libtorch = gradients(libtorch_features);
+        // Each conv weight's gradient sums thousands of products that the two ELUs round
+        // apart by a unit in the last place, so entries near zero differ relatively:
+        // compare whole gradients by their norm.
         for (index, (a, b)) in ours.iter().zip(&libtorch).enumerate() {
-            assert!(a.allclose(b, 1e-4, 1e-6, false), "gradient {index} differs");
+            let relative = (a - b).norm().double_value(&[]) / b.norm().double_value(&[]);
+            assert!(relative < 1e-5, "gradient {index} differs by {relative:e} of its norm");
         }
     }
 
