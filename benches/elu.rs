@@ -1,7 +1,7 @@
 //! Benchmark: a3g's ELU kernel (src/elu.cpp) against libtorch's ELU on the universe
 //! network's first conv output, channels-last, for a GA3C trainer's batch (8 segments
-//! of 20 steps) and a predictor's (about 10 agents): ns per element, forward alone
-//! and forward with the backward pass.
+//! of 20 steps), a predictor's (about 10 agents) and an A3C worker's single screen:
+//! ns per element, forward alone and forward with the backward pass.
 //!
 //! Run: `taskset -c 0 cargo bench --bench elu` (after the set-up of `./scripts/test`).
 
