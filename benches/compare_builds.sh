@@ -7,6 +7,7 @@
 # Usage: benches/compare_builds.sh A_BINARY B_BINARY [SECONDS [ROUNDS]]   (60 s, 2 rounds)
 #   ONLY=REGEX runs only the configurations whose name matches (grep -E), e.g. 'universe'.
 set -euo pipefail
+source "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/status_rate.sh"
 a=$(readlink -f "$1") b=$(readlink -f "$2")
 seconds=${3:-60}
 rounds=${4:-2}
@@ -26,9 +27,7 @@ rate_of() {
     rm -rf "$run" && mkdir -p "$run"
     (cd "$run" && "$binary" train --env PongDeterministic-v4 --max-time "${seconds}s" \
         --status-interval 5 "$@" >out.log 2>err.log) || { echo nan; return; }
-    sed -n 's/^\[\([0-9]*\)h \([0-9]*\)m \([0-9]*\)s\].*, \([0-9]*\) steps\/s.*/\1 \2 \3 \4/p' "$run/out.log" |
-        awk -v warm="$warm_up" '$1 * 3600 + $2 * 60 + $3 > warm { sum += $4; n++ }
-            END { if (n) printf "%.0f", sum / n; else print "nan" }'
+    mean_status_rate "$run/out.log" "$warm_up"
 }
 
 echo "A: $a"

@@ -11,6 +11,7 @@
 #   A3G_BINARY=PATH measures that a3g binary (another build) instead of this tree's.
 set -euo pipefail
 root="$(cd "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/.." && pwd)"
+source "$root/benches/status_rate.sh"
 seconds=${1:-90}
 rounds=${2:-2}
 env_seconds=${ENV_SECONDS:-20}
@@ -35,9 +36,7 @@ for round in $(seq 1 "$rounds"); do
     (cd "$run" && "$a3g" train --env PongDeterministic-v4 --model universe --trainer ga3c \
         --max-policy-lag 1000 --max-time "${seconds}s" --status-interval 5 >out.log 2>err.log) ||
         { echo "round $round: GA3C failed: $(tail -1 "$run/err.log")"; continue; }
-    ga3c_rate=$(sed -n 's/^\[\([0-9]*\)h \([0-9]*\)m \([0-9]*\)s\].*, \([0-9]*\) steps\/s.*/\1 \2 \3 \4/p' "$run/out.log" |
-        awk -v warm="$warm_up" '$1 * 3600 + $2 * 60 + $3 > warm { sum += $4; n++ }
-            END { if (n) printf "%.0f", sum / n; else print "nan" }')
+    ga3c_rate=$(mean_status_rate "$run/out.log" "$warm_up")
     share=$(awk -v a="$ga3c_rate" -v b="$env_rate" 'BEGIN { if (b > 0) printf "%.0f%%", 100 * a / b; else print "-" }')
     echo "round $round: environment alone $env_rate, GA3C defaults $ga3c_rate agent steps/s: $share"
 done

@@ -12,6 +12,7 @@
 #   ONLY=REGEX runs only the settings whose name matches (grep -E), e.g. 'universe ga3c'.
 set -euo pipefail
 root="$(cd "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/.." && pwd)"
+source "$root/benches/status_rate.sh"
 seconds=${1:-90}
 rounds=${2:-1}
 warm_up=${WARM_UP:-30}
@@ -47,9 +48,7 @@ for round in $(seq 1 "$rounds"); do
         (cd "$run" && "$a3g" train --env PongDeterministic-v4 --max-time "${seconds}s" \
             --status-interval 5 "${flags[@]}" >out.log 2>err.log) ||
             { echo "$name: failed: $(tail -1 "$run/err.log")"; continue; }
-        rate=$(sed -n 's/^\[\([0-9]*\)h \([0-9]*\)m \([0-9]*\)s\].*, \([0-9]*\) steps\/s.*/\1 \2 \3 \4/p' "$run/out.log" |
-            awk -v warm="$warm_up" '$1 * 3600 + $2 * 60 + $3 > warm { sum += $4; n++ }
-                END { if (n) printf "%.0f", sum / n; else print "nan" }')
+        rate=$(mean_status_rate "$run/out.log" "$warm_up")
         extra=$(grep -o 'mean predict batch [0-9.]*\|policy lag [0-9.]*\|dropped segments [0-9]*' "$run/out.log" | tail -3 | paste -sd, - || true)
         model=${name%% *}
         if [[ $name == *" a3c "* ]]; then

@@ -9,6 +9,7 @@
 #   extra flags for both sides in FLAGS (default: Pong, --model universe, 4 workers).
 set -euo pipefail
 root="$(cd "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/.." && pwd)"
+source "$root/benches/status_rate.sh"
 seconds=${1:-60}
 rounds=${2:-2}
 interval=${3:-1}
@@ -18,12 +19,6 @@ a3g=${A3G_BINARY:-$root/target/release/a3g}
 "$root/a3g" --version >/dev/null
 scratch=$(mktemp -d)
 trap 'rm -rf "$scratch"' EXIT
-
-rate_of() {
-    sed -n 's/^\[\([0-9]*\)h \([0-9]*\)m \([0-9]*\)s\].*, \([0-9]*\) steps\/s.*/\1 \2 \3 \4/p' "$1" |
-        awk -v warm="$warm_up" '$1 * 3600 + $2 * 60 + $3 > warm { sum += $4; n++ }
-            END { if (n) printf "%.0f", sum / n; else print "nan" }'
-}
 
 # side NAME: runs two processes, on cores 0 and 1; ranks when NAME is "ranks".
 side() {
@@ -51,8 +46,9 @@ for round in $(seq 1 "$rounds"); do
     for name in "${order[@]}"; do side "$name"; done
     # A rank's status lines count every rank's steps, so one rank's rate is the
     # world's over two.
-    alone0=$(rate_of "$scratch/alone0/out.log") alone1=$(rate_of "$scratch/alone1/out.log")
-    world=$(rate_of "$scratch/ranks0/out.log")
+    alone0=$(mean_status_rate "$scratch/alone0/out.log" "$warm_up")
+    alone1=$(mean_status_rate "$scratch/alone1/out.log" "$warm_up")
+    world=$(mean_status_rate "$scratch/ranks0/out.log" "$warm_up")
     awk -v a="$alone0" -v b="$alone1" -v w="$world" -v r="$round" 'BEGIN {
         alone = (a + b) / 2; rank = w / 2
         printf "round %d: independent runs %d and %d agent steps/s; ranks %d together, %d each: %.3fx\n",
