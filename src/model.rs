@@ -664,6 +664,10 @@ mod tests {
         ModelSpec { body: Body::AtariLstm, hidden_size, head: Head::Discrete { actions: 6 } }
     }
 
+    fn universe_spec(hidden_size: i64) -> ModelSpec {
+        ModelSpec { body: Body::Universe, hidden_size, head: Head::Discrete { actions: 6 } }
+    }
+
     /// The Atari network has exactly the reference's state_dict keys and shapes.
     #[test]
     fn atari_parameters_match_the_reference() {
@@ -700,13 +704,8 @@ mod tests {
     /// weights' and biases' gradients that libtorch's ELU gives from the same weights.
     #[test]
     fn universe_body_matches_libtorchs_elu() {
-        let spec = ModelSpec {
-            body: Body::Universe,
-            hidden_size: 16,
-            head: Head::Discrete { actions: 6 },
-        };
         let vs = nn::VarStore::new(Device::Cpu);
-        let model = ActorCritic::new(&vs, &spec);
+        let model = ActorCritic::new(&vs, &universe_spec(16));
         let screens =
             Tensor::randn([5, 1, UNIVERSE_SIDE, UNIVERSE_SIDE], (Kind::Float, Device::Cpu));
         let parameter = |name: String| {
@@ -746,12 +745,7 @@ mod tests {
     /// features, in which the gradient buffer lays out the weights' gradients too.
     #[test]
     fn cpu_conv_weights_are_channels_last() {
-        let universe = ModelSpec {
-            body: Body::Universe,
-            hidden_size: 16,
-            head: Head::Discrete { actions: 6 },
-        };
-        for (spec, side) in [(atari_spec(16), 80), (universe, UNIVERSE_SIDE)] {
+        for (spec, side) in [(atari_spec(16), 80), (universe_spec(16), UNIVERSE_SIDE)] {
             let vs = nn::VarStore::new(Device::Cpu);
             let model = ActorCritic::new(&vs, &spec);
             let mut convs = 0;
