@@ -53,10 +53,8 @@ pub fn run(args: &EvalArgs) -> Result<()> {
         checkpoint::load_model(&config.load_model_dir, &env_id)?;
     let screen = checkpoint::implied_screen(&tensors);
     // A sidecar of a3g 0.1 records no settings.
-    let trained = sidecar.as_ref().and_then(|(sidecar, sidecar_path)| {
-        Some((sidecar.trained_with.as_ref()?, sidecar_path.as_path()))
-    });
-    let config = config.as_trained(screen, trained)?;
+    let trained = sidecar.as_ref().and_then(|(sidecar, _)| sidecar.trained_with.as_ref());
+    let config = config.as_trained(screen, trained);
     if config.env.crop() != env_crop || screen != Screen::Gray80 {
         env = config.env.make(0)?;
     }

@@ -28,6 +28,18 @@ struct Keep {
     test_games: u64,
     best: f64,
     weights: Vec<(String, Tensor)>,
+    /// For --save-max, the counters and optimizer statistics of the moment the game
+    /// was recorded, which the set keeps with its weights; otherwise the set takes
+    /// those of the moment it is written.
+    moment: Option<Moment>,
+}
+
+/// The counters and optimizer statistics of one moment of a run, kept with the best
+/// game's weights so that a --save-max set resumes as of its own time, not the run's
+/// end.
+struct Moment {
+    counters: SavedCounters,
+    statistics: Vec<(String, Tensor)>,
 }
 
 /// What the final checkpoint holds when it is not the latest weights.
@@ -75,9 +87,10 @@ pub struct Monitor<'a> {
     /// Whether this run found weights for a --save-max checkpoint (written, or
     /// waiting in `unsaved`).
     saved_best: bool,
-    /// A resumed --save-max run's starting weights, which scored the recorded best:
-    /// what the final checkpoint keeps if no game of this run matches it.
-    resumed_best_weights: Option<Vec<(String, Tensor)>>,
+    /// A resumed --save-max run's starting set (weights, counters and statistics),
+    /// whose weights scored the recorded best: what the final checkpoint keeps if no
+    /// game of this run matches it.
+    resumed_best: Option<Keep>,
     /// Where the test agent is told to play weights being confirmed.
     pub pinned: PinnedWeights,
     confirmation: Option<Confirmation>,
@@ -124,11 +137,18 @@ impl<'a> Monitor<'a> {
             run.save_model_dir.display()
         ));
         let counters = Arc::new(TrainingCounters::resumed(&resumed, Some(run.step_budget)));
-        let resumed_best_weights = (run.save_max && resumed_best.is_some())
-            .then(|| names.iter().cloned().zip(shared.snapshot()).collect());
+        let resumed_best = match resumed_best {
+            Some(best) if run.save_max => Some(Keep {
+                test_games: resumed.test_games,
+                best,
+                weights: names.iter().cloned().zip(shared.snapshot()).collect(),
+                moment: Some(Moment { counters: resumed, statistics: shared.statistics(&names) }),
+            }),
+            _ => None,
+        };
         let started = Instant::now();
         Ok(Monitor {
-            status: StatusClock::new(started, &counters),
+            status: StatusClock::new(started, &counters, None),
             config,
             names,
             shared,
@@ -142,9 +162,9 @@ impl<'a> Monitor<'a> {
             test_games: resumed.test_games,
             recent: VecDeque::with_capacity(MEAN_WINDOW),
             // A resumed --save-max run only saves weights that match the best it had.
-            best: resumed_best.unwrap_or(f64::NEG_INFINITY),
+            best: resumed_best.as_ref().map_or(f64::NEG_INFINITY, |keep| keep.best),
             saved_best: false,
-            resumed_best_weights,
+            resumed_best,
             pinned: PinnedWeights::default(),
             confirmation: None,
             confirmed: None,
@@ -152,6 +172,14 @@ impl<'a> Monitor<'a> {
             last_save: None,
             error: None,
         })
+    }
+
+    /// Starts the status lines' rates from the counts as they are now: called once
+    /// the ranks of a run across machines have told each other their counts, so that
+    /// a rank does not take another's resumed steps for steps made in its first
+    /// interval.
+    pub fn count_rates_from_now(&mut self) {
+        self.status = StatusClock::new(self.started, &self.counters, self.peers.as_deref());
     }
 
     /// Watches the run until a stop is requested: test games as they come, a status
@@ -236,7 +264,12 @@ impl<'a> Monitor<'a> {
             let new_best = self.best.max(game.reward);
             if !run.save_max || game.reward >= self.best {
                 let weights = played.iter().map(|(n, t)| (n.clone(), t.shallow_clone())).collect();
-                self.unsaved = Some(Keep { test_games: self.test_games, best: new_best, weights });
+                let moment = run.save_max.then(|| Moment {
+                    counters: self.world_counters(self.test_games),
+                    statistics: self.shared.statistics(&self.names),
+                });
+                self.unsaved =
+                    Some(Keep { test_games: self.test_games, best: new_best, weights, moment });
                 self.saved_best = true;
             }
             self.best = new_best;
@@ -305,7 +338,7 @@ impl<'a> Monitor<'a> {
         }
         let Some(keep) = self.unsaved.take() else { return };
         self.last_save = Some(Instant::now());
-        if let Err(err) = self.save(keep.test_games, keep.best, &keep.weights) {
+        if let Err(err) = self.save(&keep) {
             self.fail(err, "cannot write the checkpoint");
         }
     }
@@ -334,29 +367,46 @@ impl<'a> Monitor<'a> {
         self.stop.request(StopReason::Failure(summary.into()));
     }
 
-    fn save(&mut self, test_games: u64, best: f64, model: &[(String, Tensor)]) -> Result<()> {
-        let Some(checkpoints) = self.checkpoints.as_mut() else { return Ok(()) };
-        let counters = &self.counters;
-        let peers = self.peers.as_deref();
+    /// This run's counters as they are now, the other ranks' included, with
+    /// `test_games`.
+    fn world_counters(&self, test_games: u64) -> SavedCounters {
+        let (counters, peers) = (&self.counters, self.peers.as_deref());
+        SavedCounters {
+            agent_steps: world(&counters.agent_steps, peers.map(|peers| &peers.agent_steps)),
+            env_frames: world(&counters.env_frames, peers.map(|peers| &peers.env_frames)),
+            updates: world(&counters.updates, peers.map(|peers| &peers.updates)),
+            test_games,
+        }
+    }
+
+    /// Writes `keep`'s weights as the checkpoint, with the counters and optimizer
+    /// statistics of its moment when it has one, else of now.
+    fn save(&mut self, keep: &Keep) -> Result<()> {
+        if self.checkpoints.is_none() {
+            return Ok(());
+        }
+        let now;
+        let (counters, statistics) = match &keep.moment {
+            Some(moment) => (moment.counters, &moment.statistics),
+            None => {
+                now = self.shared.statistics(&self.names);
+                (self.world_counters(keep.test_games), &now)
+            }
+        };
         let sidecar = Sidecar {
             a3g_version: env!("CARGO_PKG_VERSION").to_string(),
             env: self.config.env.id.clone(),
             model: self.config.spec.clone(),
             optimizer: self.config.optimizer,
-            counters: SavedCounters {
-                agent_steps: world(&counters.agent_steps, peers.map(|peers| &peers.agent_steps)),
-                env_frames: world(&counters.env_frames, peers.map(|peers| &peers.env_frames)),
-                updates: world(&counters.updates, peers.map(|peers| &peers.updates)),
-                test_games,
-            },
-            best_score: best.is_finite().then_some(best),
+            counters,
+            best_score: keep.best.is_finite().then_some(keep.best),
             checksums: None,
             trained_with: Some(self.config.trained_with()),
         };
-        let statistics = self.shared.statistics(&self.names);
         let statistics: Vec<(String, &Tensor)> =
             statistics.iter().map(|(name, tensor)| (name.clone(), tensor)).collect();
-        checkpoints.save(&sidecar, model, &statistics)
+        let Some(checkpoints) = self.checkpoints.as_mut() else { return Ok(()) };
+        checkpoints.save(&sidecar, &keep.weights, &statistics)
     }
 
     /// Ends the run once every thread has stopped: reports a failure, or writes the
@@ -391,25 +441,35 @@ impl<'a> Monitor<'a> {
         // written, or else the resumed ones, which scored the best recorded. Otherwise
         // weights confirmed for --stop-at-mean, or else the latest for --load to resume.
         let kept = if run.save_max {
-            match (self.unsaved.take(), self.resumed_best_weights.take()) {
+            match (self.unsaved.take(), self.resumed_best.take()) {
                 (Some(keep), _) => Some(Kept::Best(keep)),
                 (None, _) if self.saved_best => Some(Kept::AlreadySaved),
-                (None, Some(weights)) => {
-                    Some(Kept::Best(Keep { test_games: self.test_games, best: self.best, weights }))
-                }
+                (None, Some(resumed)) => Some(Kept::Best(resumed)),
                 (None, None) => None,
             }
         } else {
             self.confirmed.take().map(Kept::Confirmed)
         };
         match &kept {
-            Some(Kept::Best(keep)) => self.save(keep.test_games, keep.best, &keep.weights)?,
-            Some(Kept::Confirmed(weights)) => self.save(self.test_games, self.best, weights)?,
+            Some(Kept::Best(keep)) => self.save(keep)?,
+            Some(Kept::Confirmed(weights)) => {
+                let weights = weights.iter().map(|(n, t)| (n.clone(), t.shallow_clone())).collect();
+                self.save(&Keep {
+                    test_games: self.test_games,
+                    best: self.best,
+                    weights,
+                    moment: None,
+                })?
+            }
             Some(Kept::AlreadySaved) => {}
             None => {
-                let latest: Vec<(String, Tensor)> =
-                    self.names.iter().cloned().zip(self.shared.snapshot()).collect();
-                self.save(self.test_games, self.best, &latest)?;
+                let weights = self.names.iter().cloned().zip(self.shared.snapshot()).collect();
+                self.save(&Keep {
+                    test_games: self.test_games,
+                    best: self.best,
+                    weights,
+                    moment: None,
+                })?;
             }
         }
         if let Some(board) = self.board.as_mut() {
@@ -511,13 +571,15 @@ struct StatusClock {
 }
 
 impl StatusClock {
-    fn new(started: Instant, counters: &TrainingCounters) -> Self {
+    /// A clock whose first interval starts now, from the world's counts so far
+    /// (resumed ones included, which the first rate must not count as made in it).
+    fn new(started: Instant, counters: &TrainingCounters, peers: Option<&PeerCounters>) -> Self {
         StatusClock {
             updates_play: true,
             started,
-            last: started,
-            last_steps: counters.agent_steps.load(Ordering::Relaxed),
-            last_frames: counters.env_frames.load(Ordering::Relaxed),
+            last: Instant::now(),
+            last_steps: world(&counters.agent_steps, peers.map(|peers| &peers.agent_steps)),
+            last_frames: world(&counters.env_frames, peers.map(|peers| &peers.env_frames)),
             last_updates: counters.updates.load(Ordering::Relaxed),
             last_attempts: attempts(counters),
             last_losses: loss_sums(counters),

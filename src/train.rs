@@ -75,6 +75,7 @@ pub fn run(args: &TrainArgs) -> Result<()> {
                 distributed.sync_merge,
                 config.run.step_budget,
             )?;
+            monitor.count_rates_from_now();
             let stop = monitor.stop.clone();
             Some(supervisor.spawn("sync", move || sync.run(&stop))?)
         }

@@ -8,7 +8,8 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::util::{
-    assert_one_line_error, pytorch_path, saved_agent_steps, signal, small_cartpole, Lines, Scratch,
+    assert_one_line_error, edit_sidecar, pytorch_path, saved_agent_steps, signal, small_cartpole,
+    Lines, Scratch,
 };
 
 /// A port free on 127.0.0.1 a moment ago.
@@ -98,15 +99,17 @@ fn two_ranks_train_one_model() {
     assert!(!scratches[1].path("logs").exists(), "rank 1 wrote a game log");
 }
 
-/// A rank started with another learning rate, or another --sync-merge, than rank 0's
-/// is refused, and so is rank 0: each prints one line naming the setting and both
+/// A rank started with another learning rate, --sync-merge or --trainer than rank
+/// 0's is refused, and so is rank 0: each prints one line naming the flag and both
 /// values.
 #[test]
 #[cfg_attr(not(a3g_c10d), ignore = "this build has no c10d (no gloo headers at set-up)")]
 fn a_rank_with_other_settings_is_refused() {
-    for (flag, setting, values) in
-        [("--lr", "lr", ["0.001", "0.002"]), ("--sync-merge", "sync merge", ["sum", "mean"])]
-    {
+    for (flag, setting, values) in [
+        ("--lr", "--lr", ["0.001", "0.002"]),
+        ("--sync-merge", "--sync-merge", ["sum", "mean"]),
+        ("--trainer", "has --trainer", ["a3c", "ga3c"]),
+    ] {
         let scratches = [Scratch::new("differs0"), Scratch::new("differs1")];
         let port = free_port();
         let mut ranks: Vec<Child> = (0..2)
@@ -253,4 +256,147 @@ fn a_sync_interval_over_half_the_timeout_is_refused() {
     };
     let line = assert_one_line_error(&run(&["--sync-interval", "40", "--sync-timeout", "60"]));
     assert!(line.contains("--sync-interval 40 is more than half of --sync-timeout 60"), "{line}");
+}
+
+/// Runs one rank of a world whose other ranks are not started (rank `rank` of
+/// `world_size`, its store at 127.0.0.1:`port`) with --sync-timeout 3; returns its
+/// one error line and how long it ran.
+fn lone_rank(rank: usize, world_size: usize, port: u16, extra: &[&str]) -> (String, Duration) {
+    let scratch = Scratch::new("lone-rank");
+    let (rank, world_size, port) = (rank.to_string(), world_size.to_string(), port.to_string());
+    let vars = [
+        ("RANK", rank.as_str()),
+        ("WORLD_SIZE", world_size.as_str()),
+        ("MASTER_ADDR", "127.0.0.1"),
+        ("MASTER_PORT", port.as_str()),
+    ];
+    let args = small_cartpole(
+        &[&["--max-time", "60", "--sync-interval", "1", "--sync-timeout", "3"], extra].concat(),
+    );
+    let started = Instant::now();
+    let run = scratch.a3g_with_env(&args.iter().map(String::as_str).collect::<Vec<_>>(), &vars);
+    (assert_one_line_error(&run), started.elapsed())
+}
+
+/// A rank whose MASTER_PORT reaches something that is not rank 0's store (a
+/// listener that accepts and never answers, as a web server waiting for a request
+/// does), or nothing at all, fails within --sync-timeout on one line naming the
+/// address and what to check; c10d's own log and stack frames stay off stderr.
+#[test]
+#[cfg_attr(not(a3g_c10d), ignore = "this build has no c10d (no gloo headers at set-up)")]
+fn a_wrong_port_fails_within_the_timeout_on_one_line() {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    // Accepts every connection and holds it open without a word.
+    std::thread::spawn(move || {
+        let held: Vec<_> = listener.incoming().map_while(Result::ok).collect();
+        drop(held);
+    });
+    let (line, took) = lone_rank(1, 2, port, &[]);
+    assert!(took < Duration::from_secs(10), "{took:?}: {line}");
+    assert!(
+        line.contains(&format!("127.0.0.1:{port}"))
+            && line.contains("did not answer as rank 0's c10d store"),
+        "{line}"
+    );
+    assert!(line.contains("MASTER_PORT"), "{line}");
+
+    let (line, took) = lone_rank(1, 2, free_port(), &[]);
+    assert!(took < Duration::from_secs(10), "{took:?}: {line}");
+    assert!(
+        line.contains("no store listened at 127.0.0.1:") && line.contains("start rank 0"),
+        "{line}"
+    );
+}
+
+/// Ranks of a world that never fills (WORLD_SIZE 3, two ranks started) each end
+/// within --sync-timeout on one line saying that not every rank came, and so does a
+/// rank whose rank 0 failed at start (its --load finds no checkpoint).
+#[test]
+#[cfg_attr(not(a3g_c10d), ignore = "this build has no c10d (no gloo headers at set-up)")]
+fn a_partial_world_fails_within_the_timeout_on_one_line() {
+    let port = free_port();
+    let ranks: Vec<_> =
+        (0..2).map(|rank| std::thread::spawn(move || lone_rank(rank, 3, port, &[]))).collect();
+    for rank in ranks {
+        let (line, took) = rank.join().unwrap();
+        assert!(took < Duration::from_secs(10), "{took:?}: {line}");
+        assert!(line.contains("not all 3 ranks joined within 3 s"), "{line}");
+    }
+
+    let port = free_port();
+    let rank0 = std::thread::spawn(move || lone_rank(0, 2, port, &["--load"]));
+    let (line, took) = lone_rank(1, 2, port, &[]);
+    assert!(took < Duration::from_secs(10), "{took:?}: {line}");
+    assert!(line.contains("rank 1 of 2: could not join the other ranks"), "{line}");
+    let (line, _) = rank0.join().unwrap();
+    assert!(line.contains("no checkpoint for CartPole-v1"), "{line}");
+}
+
+/// A rank started on the port of a running world (a second run's rank 1, whose own
+/// rank 0 failed on the taken port) is refused at once on one line, and the running
+/// world goes on to its end undisturbed.
+#[test]
+#[cfg_attr(not(a3g_c10d), ignore = "this build has no c10d (no gloo headers at set-up)")]
+fn a_rank_never_joins_another_runs_world() {
+    let scratches = [Scratch::new("first-world0"), Scratch::new("first-world1")];
+    let port = free_port();
+    let args =
+        small_cartpole(&["--max-time", "12", "--sync-interval", "0.2", "--sync-timeout", "8"]);
+    let mut ranks: Vec<Child> =
+        (0..2).map(|rank| start_rank(&scratches[rank], rank, port, &args)).collect();
+    let mut outputs: Vec<Lines> = ranks.iter_mut().map(Lines::stdout).collect();
+    for output in &mut outputs {
+        output.wait_for("steps/s");
+    }
+    let (line, took) = lone_rank(1, 2, port, &[]);
+    assert!(took < Duration::from_secs(3), "{took:?}: {line}");
+    assert!(
+        line.contains("rank 1 has already joined the world whose store is at 127.0.0.1:"),
+        "{line}"
+    );
+    for child in &mut ranks {
+        assert!(wait_within(child, Duration::from_secs(60), "the first world").success());
+    }
+    assert!(outputs.remove(1).all().contains("reached --max-time"));
+}
+
+/// A rank beside one that resumed a checkpoint far into a run counts its rates from
+/// where the run started: its first status line does not take the resumed steps for
+/// steps made in that interval.
+#[test]
+#[cfg_attr(not(a3g_c10d), ignore = "this build has no c10d (no gloo headers at set-up)")]
+fn rates_count_from_where_each_rank_started() {
+    let scratches = [Scratch::new("resumed-rates0"), Scratch::new("resumed-rates1")];
+    let first = scratches[0].a3g_owned(&small_cartpole(&["--max-steps", "300"]));
+    assert!(first.status.success(), "{}", first.stderr);
+    let resumed_steps = 40_000_000u64;
+    edit_sidecar(&scratches[0], "CartPole-v1", |json| {
+        json["counters"]["agent_steps"] = resumed_steps.into();
+    });
+    let port = free_port();
+    let mut ranks: Vec<Child> = (0..2)
+        .map(|rank| {
+            let load: &[&str] = if rank == 0 { &["--load"] } else { &[] };
+            let args = small_cartpole(
+                &[&["--max-time", "4", "--status-interval", "0.5", "--sync-interval", "0.2"], load]
+                    .concat(),
+            );
+            start_rank(&scratches[rank], rank, port, &args)
+        })
+        .collect();
+    let outputs: Vec<Lines> = ranks.iter_mut().map(Lines::stdout).collect();
+    for child in &mut ranks {
+        assert!(wait_within(child, Duration::from_secs(60), "a rank").success());
+    }
+    for output in outputs {
+        let stdout = output.all();
+        let rates: Vec<f64> = stdout
+            .lines()
+            .filter_map(|line| line.split(" steps/s").next()?.rsplit(", ").next()?.parse().ok())
+            .collect();
+        assert!(!rates.is_empty(), "{stdout}");
+        // One CartPole worker makes thousands of steps a second, not millions.
+        assert!(rates.iter().all(|&rate| rate < 1_000_000.0), "{stdout}");
+    }
 }

@@ -1,15 +1,17 @@
-//! Never lose a model, round two: what a hostile user's probes found (issue 28 of the
-//! tracker), each run end to end: --save-max across resumes, --stop-at-mean's saved
-//! weights, resumed dimensions and counters, a failing game log, and counts and shares
-//! too big for the machine.
+//! Never lose a model, rounds two and three: what a hostile user's probes found,
+//! each run end to end: --save-max across resumes (its set consistent), --stop-at-mean's
+//! saved weights, resumed dimensions and counters, every shipped model resumed without
+//! its model flags, a sidecar's damaged record, a failing game log, and counts and
+//! shares too big for the machine.
 
 use crate::util::{
-    assert_one_line_error, edit_sidecar, saved_agent_steps, sidecar_json, small_cartpole, Scratch,
+    assert_one_line_error, copy_shipped, edit_sidecar, saved_agent_steps, sidecar_json,
+    small_cartpole, Scratch,
 };
 
 /// A resumed --save-max run none of whose games matches the recorded best keeps the
-/// best weights it started from: the model file is unchanged and its sidecar still
-/// records that best (the best is raised beyond CartPole's 500, and the resumed run
+/// best set it started from: the model and optimizer files are unchanged and its
+/// sidecar still records that best and the counters it had (the best is raised beyond CartPole's 500, and the resumed run
 /// trains at --lr 1, so nothing it plays can match it). It used to save its latest
 /// weights over them.
 #[test]
@@ -20,6 +22,9 @@ fn save_max_keeps_the_best_weights_across_a_resume() {
     edit_sidecar(&scratch, "CartPole-v1", |json| json["best_score"] = serde_json::json!(501.0));
     let model = scratch.path("trained_models/CartPole-v1.safetensors");
     let best = std::fs::read(&model).unwrap();
+    let optimizer = scratch.path("trained_models/CartPole-v1.optimizer.safetensors");
+    let statistics = std::fs::read(&optimizer).unwrap();
+    let counters = sidecar_json(&scratch, "CartPole-v1")["counters"].clone();
     let resumed = scratch.a3g_owned(&small_cartpole(&[
         "--load",
         "--save-max",
@@ -35,8 +40,12 @@ fn save_max_keeps_the_best_weights_across_a_resume() {
         resumed.stdout
     );
     assert_eq!(std::fs::read(&model).unwrap(), best, "the best weights were replaced");
-    assert_eq!(sidecar_json(&scratch, "CartPole-v1")["best_score"], 501.0);
-    assert!(saved_agent_steps(&scratch.path("trained_models/CartPole-v1.json")) >= 2000);
+    let sidecar = sidecar_json(&scratch, "CartPole-v1");
+    assert_eq!(sidecar["best_score"], 501.0);
+    // The set stays whole: the best weights with the counters and optimizer
+    // statistics of their own time, not the resumed run's end.
+    assert_eq!(sidecar["counters"], counters, "the counters moved to the resumed run's end");
+    assert_eq!(std::fs::read(&optimizer).unwrap(), statistics, "the statistics were replaced");
 }
 
 /// --stop-at-mean stops only on weights that met the target over --confirm-games
@@ -91,6 +100,67 @@ fn a_resumed_run_takes_the_checkpoints_dimensions() {
     assert!(line.contains("--hidden-size 32") && line.contains("hidden size of 64"), "{line}");
     let line = assert_one_line_error(&scratch.a3g(&[&train[..], &["--load", "--lstm"]].concat()));
     assert!(line.contains("--lstm") && line.contains("no LSTM cell"), "{line}");
+}
+
+/// `train --load` resumes every shipped model with no model flag: the network, its
+/// hidden size, LSTM, head and input scaling come from the checkpoint (the universe
+/// networks of Pong and Breakout, the latter under GA3C as it was trained), and a
+/// --model that contradicts it is refused naming both.
+#[test]
+fn every_shipped_model_resumes_without_its_model_flags() {
+    for (env, trainer) in [
+        ("CartPole-v1", "a3c"),
+        ("Pendulum-v1", "a3c"),
+        ("PongDeterministic-v4", "a3c"),
+        ("BreakoutDeterministic-v4", "ga3c"),
+        ("LunarLander-v3", "a3c"),
+        ("BipedalWalker-v3", "a3c"),
+    ] {
+        let scratch = Scratch::new("resume-shipped");
+        copy_shipped(&scratch, env);
+        let sidecar = scratch.path(&format!("trained_models/{env}.json"));
+        let shipped_steps = saved_agent_steps(&sidecar);
+        let budget = (shipped_steps + 200).to_string();
+        let train = ["train", "--env", env, "--load", "--workers", "1", "--trainer", trainer];
+        let run = scratch.a3g(&[&train[..], &["--max-steps", &budget]].concat());
+        assert!(run.status.success(), "{env}: {}", run.stderr);
+        assert!(saved_agent_steps(&sidecar) >= shipped_steps + 200, "{env}: {}", run.stdout);
+        if env == "PongDeterministic-v4" {
+            let line = assert_one_line_error(
+                &scratch.a3g(&[&train[..], &["--model", "a3clstm"]].concat()),
+            );
+            assert!(
+                line.contains("--model a3clstm") && line.contains("a universe model"),
+                "{line}"
+            );
+        }
+    }
+}
+
+/// A sidecar whose recorded crop rows are impossible is refused as the damaged
+/// record of a checkpoint, by eval and by --load alike, before any rows are played.
+#[test]
+fn a_sidecar_with_impossible_crop_rows_is_named_as_damaged() {
+    let scratch = Scratch::new("damaged-crop");
+    // The reference network's screen is the one whose crop rows a sidecar records.
+    let pong = ["--env", "PongDeterministic-v4", "--hidden-size", "32", "--workers", "1"];
+    let run = scratch.a3g(&[&["train"][..], &pong[..], &["--max-steps", "20"]].concat());
+    assert!(run.status.success(), "{}", run.stderr);
+    edit_sidecar(&scratch, "PongDeterministic-v4", |json| {
+        json["trained_with"]["crop"] = serde_json::json!({"crop1": 300, "crop2": 0});
+    });
+    let eval = ["eval", "--env", "PongDeterministic-v4", "--load-model-dir", "trained_models"];
+    let train = [&["train"][..], &pong[..], &["--load", "--max-steps", "40"]].concat();
+    for command in [&eval[..], &train[..]] {
+        let line = assert_one_line_error(&scratch.a3g(command));
+        assert!(
+            line.contains("trained_models/PongDeterministic-v4.json")
+                && line.contains("crop rows it records")
+                && line.contains("crop1 300"),
+            "{line}"
+        );
+        assert!(!line.contains("crop file") && !line.contains("Default"), "{line}");
+    }
 }
 
 /// A sidecar whose counters leave no room to go on (edited to 2^53 agent steps) is

@@ -7,9 +7,7 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::util::{assert_one_line_error, signal, small_cartpole, Lines, Scratch};
-
-const SHIPPED_CARTPOLE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/trained_models/CartPole-v1");
+use crate::util::{assert_one_line_error, copy_shipped, signal, small_cartpole, Lines, Scratch};
 
 fn spawn(scratch: &Scratch, args: &[String]) -> Child {
     Command::new(env!("CARGO_BIN_EXE_a3g"))
@@ -31,17 +29,7 @@ fn wait_for(path: &Path, limit: Duration) {
 }
 
 fn copy_shipped_cartpole(scratch: &Scratch) -> Vec<u8> {
-    std::fs::create_dir_all(scratch.path("trained_models")).unwrap();
-    for extension in ["safetensors", "optimizer.safetensors", "json"] {
-        let source = format!("{SHIPPED_CARTPOLE}.{extension}");
-        if Path::new(&source).exists() {
-            std::fs::copy(
-                &source,
-                scratch.path(&format!("trained_models/CartPole-v1.{extension}")),
-            )
-            .unwrap();
-        }
-    }
+    copy_shipped(scratch, "CartPole-v1");
     std::fs::read(scratch.path("trained_models/CartPole-v1.safetensors")).unwrap()
 }
 

@@ -181,6 +181,20 @@ pub fn small_cartpole(extra: &[&str]) -> Vec<String> {
         .collect()
 }
 
+/// Copies the set of `env`'s shipped model (trained_models/ of the checkout) into the
+/// scratch folder's trained_models/.
+pub fn copy_shipped(scratch: &Scratch, env: &str) {
+    std::fs::create_dir_all(scratch.path("trained_models")).unwrap();
+    let shipped = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("trained_models");
+    for extension in ["safetensors", "optimizer.safetensors", "json"] {
+        let name = format!("{env}.{extension}");
+        if shipped.join(&name).exists() {
+            std::fs::copy(shipped.join(&name), scratch.path(&format!("trained_models/{name}")))
+                .unwrap();
+        }
+    }
+}
+
 /// The sidecar of `env`'s checkpoint in the scratch folder's trained_models/.
 pub fn sidecar_json(scratch: &Scratch, env: &str) -> serde_json::Value {
     let path = scratch.path(&format!("trained_models/{env}.json"));

@@ -119,6 +119,12 @@ impl Sidecar {
         if sidecar.best_score.is_some_and(|score| !score.is_finite()) {
             return Err(corrupt("its best score is not a finite number".into()));
         }
+        let recorded_crop = sidecar.trained_with.as_ref().and_then(|trained| trained.crop);
+        if let Some(problem) = recorded_crop.and_then(|crop| crop.problem()) {
+            return Err(corrupt(format!(
+                "the crop rows it records for the game are impossible: {problem}"
+            )));
+        }
         Ok(sidecar)
     }
 

@@ -85,15 +85,15 @@ impl EnvConfig {
     }
 
     /// The environments a checkpoint's model was trained on: Atari screens prepared as
-    /// `screen`, and the crop rows `trained` records unless `--env-config` names
-    /// others, since a model fed other rows than it learned from plays blind. Says so
-    /// on stderr when the recorded rows replace the ones the flags gave.
-    /// `trained` comes with the sidecar that recorded it, named if its rows are bad.
-    fn as_trained(&self, screen: Screen, trained: Option<(&TrainedWith, &Path)>) -> Result<Self> {
+    /// `screen`, and the crop rows `trained` records (checked when its sidecar was
+    /// read) unless `--env-config` names others, since a model fed other rows than it
+    /// learned from plays blind. Says so on stderr when the recorded rows replace the
+    /// ones the flags gave.
+    fn as_trained(&self, screen: Screen, trained: Option<&TrainedWith>) -> Self {
         let mut env =
             EnvConfig { options: EnvOptions { screen, ..self.options.clone() }, ..self.clone() };
-        let recorded = trained.and_then(|(trained, source)| Some((trained.crop?, source)));
-        if let (Some((recorded, source)), false) = (recorded, self.crops_from_flag) {
+        let recorded = trained.and_then(|trained| trained.crop);
+        if let (Some(recorded), false) = (recorded, self.crops_from_flag) {
             if env.crop().is_some_and(|crop| crop != recorded) {
                 console::warn(&format!(
                     "note: playing rows {}..{} of the screen, as the checkpoint was trained; --env-config \
@@ -101,10 +101,10 @@ impl EnvConfig {
                     recorded.crop1,
                     recorded.rows_end()
                 ));
-                env.options.crops = CropTable::only(recorded, source)?;
+                env.options.crops = CropTable::only(recorded);
             }
         }
-        Ok(env)
+        env
     }
 }
 
@@ -401,13 +401,13 @@ impl TrainConfig {
         if let Some(checkpoint) = &resume {
             let screen = resumed_screen(args, &checkpoint.sidecar)?;
             let trained = checkpoint.sidecar.trained_with.as_ref();
-            env = env.as_trained(
-                screen,
-                trained.map(|trained| (trained, checkpoint.files.sidecar.as_path())),
-            )?;
+            env = env.as_trained(screen, trained);
         }
-        let screen = env.options.screen;
-        let remake = screen != flag_screen || env.options.crops != flag_crops;
+        if env.options.screen != flag_screen || env.options.crops != flag_crops {
+            // The model is sized from this environment's observations: they must be
+            // the screens the checkpoint was trained on, not those the flags implied.
+            test_env = env.make(provisional_rank)?;
+        }
         let spec = match &resume {
             Some(checkpoint) => {
                 let mut spec = resumed_spec(args, test_env.as_ref(), &checkpoint.sidecar)?;
@@ -453,7 +453,7 @@ impl TrainConfig {
             let offset = (launch.rank as u64) << 20;
             env.base_seed = args.seed.wrapping_add(offset);
         }
-        if workers != provisional_rank || remake || launch.is_some() {
+        if workers != provisional_rank || launch.is_some() {
             test_env = env.make(workers)?;
         }
         let trainer = match args.trainer {
@@ -566,37 +566,49 @@ impl TrainConfig {
         }
     }
 
-    /// What every rank of a run across machines must share with rank 0: a3g's
-    /// version, the environment, the model, the trainer and every training setting
-    /// but the seed, the number of workers and GA3C's batching, which follow each
-    /// machine's cores.
+    /// What every rank of a run across machines must share with rank 0, as pairs of a
+    /// label (the flag a user types, where there is one) and a value: a3g's version,
+    /// the environment, the trainer, the model and every training setting but the
+    /// seed, the number of workers and GA3C's batching, which follow each machine's
+    /// cores. In the order a mismatch is best told in: the trainer before what it
+    /// shapes, and every value written alike on both sides (GA3C's one rollout length
+    /// as a list, as A3C's lengths are).
     pub fn shared_settings(&self) -> serde_json::Value {
-        let mut settings = serde_json::json!({
-            "a3g version": env!("CARGO_PKG_VERSION"),
-            "env": self.env.id,
-            "model": self.spec,
-            "optimizer": self.optimizer,
-        });
-        if let (Some(settings), Ok(serde_json::Value::Object(trained))) =
-            (settings.as_object_mut(), serde_json::to_value(self.trained_with()))
-        {
-            settings
-                .extend(trained.into_iter().filter(|(key, _)| key != "seed" && key != "workers"));
-            // The trainer, and what shapes its updates; GA3C's batching and threads
-            // follow each machine's cores and need not match.
-            let (trainer, steps) = match &self.trainer {
-                TrainerConfig::A3c(a3c) => ("a3c", serde_json::json!(a3c.rollout_lengths)),
-                TrainerConfig::Ga3c(ga3c) => ("ga3c", serde_json::json!(ga3c.num_steps)),
-            };
-            settings.insert("trainer".into(), serde_json::json!(trainer));
-            settings.insert("rollout lengths".into(), steps);
-            if let Some(distributed) = &self.distributed {
-                settings
-                    .insert("model sum".into(), serde_json::json!(distributed.model_sum.name()));
-                settings.insert("sync merge".into(), serde_json::json!(distributed.sync_merge));
-            }
+        use serde_json::json;
+        let (trainer, rollout_lengths) = match &self.trainer {
+            TrainerConfig::A3c(a3c) => ("a3c", a3c.rollout_lengths.clone()),
+            TrainerConfig::Ga3c(ga3c) => ("ga3c", vec![ga3c.num_steps]),
+        };
+        let spec = &self.spec;
+        let mut settings = vec![
+            json!(["a3g's version", env!("CARGO_PKG_VERSION")]),
+            json!(["--env", self.env.id]),
+            json!(["--trainer", trainer]),
+            json!(["--model (the network and its inputs)", spec.body]),
+            json!(["--hidden-size", spec.hidden_size]),
+            json!(["the action head (--min-std)", spec.head]),
+            json!(["--num-steps (or --distributed-step-size)", rollout_lengths]),
+            json!(["--optimizer (and --amsgrad)", self.optimizer]),
+            json!(["--lr", self.lr]),
+            json!(["--shared-optimizer", self.shared_optimizer]),
+            json!(["--gamma", self.loss.gamma]),
+            json!(["--tau", self.loss.tau]),
+            json!(["--entropy-coef", self.loss.entropy_coef]),
+            json!(["--value-coef", self.loss.value_coef]),
+            json!(["--reward-scale", self.rewards.scale]),
+            json!(["--reward-clip", self.rewards.clip]),
+            json!(["--max-episode-length", self.env.max_episode_length]),
+            json!(["--skip-rate", self.env.options.skip_rate]),
+            json!(["the crop rows (--env-config)", self.env.crop()]),
+        ];
+        if let Some(distributed) = &self.distributed {
+            settings.push(json!(["--sync-merge", distributed.sync_merge]));
+            settings.push(json!([
+                "the model's sum (NCCL with --gpu-ids, else Gloo)",
+                distributed.model_sum.name()
+            ]));
         }
-        settings
+        serde_json::Value::Array(settings)
     }
 
     /// Whether this process writes the run's files and runs its test agent: a run on
@@ -673,14 +685,10 @@ impl EvalConfig {
     }
 
     /// The environments a checkpoint's model was trained on: Atari screens prepared
-    /// as its network wants, and the crop rows its sidecar (the path beside them)
-    /// records, unless --env-config names others.
-    pub fn as_trained(
-        self,
-        screen: Screen,
-        trained: Option<(&TrainedWith, &Path)>,
-    ) -> Result<Self> {
-        Ok(EvalConfig { env: self.env.as_trained(screen, trained)?, ..self })
+    /// as its network wants, and the crop rows its sidecar records, unless
+    /// --env-config names others.
+    pub fn as_trained(self, screen: Screen, trained: Option<&TrainedWith>) -> Self {
+        EvalConfig { env: self.env.as_trained(screen, trained), ..self }
     }
 }
 

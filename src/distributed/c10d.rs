@@ -35,6 +35,7 @@ mod ffi {
             serve_store: c_int,
             timeout_ms: i64,
             bind_host: *const c_char,
+            phase: *mut i32,
             error: *mut c_char,
             capacity: usize,
         ) -> *mut c_void;
@@ -95,41 +96,73 @@ const ERROR_CAPACITY: usize = 1024;
 
 impl Group {
     /// Joins the other ranks of `launch`, waiting up to `timeout` for all of them;
-    /// the same timeout bounds every exchange after.
+    /// the same timeout bounds every exchange after. A join that has not finished
+    /// when the timeout has passed fails, whatever c10d is waiting on (some of its
+    /// waits have no deadline): its thread is left blocked, and ends with the process,
+    /// which this error ends.
     pub fn join(launch: &Launch, timeout: Duration) -> Result<Self> {
         #[cfg(a3g_c10d)]
         {
-            use std::ffi::CString;
-            let failed = |reason: String| Error::Peers {
+            use std::sync::atomic::{AtomicI32, Ordering};
+            use std::sync::Arc;
+
+            let failed = |reason: String, advice: &'static str| Error::Peers {
                 rank: launch.rank,
                 world_size: launch.world_size,
                 action: "join the other ranks",
                 reason,
-                advice: PEER_ADVICE,
+                advice,
             };
-            let host = CString::new(launch.store_host.as_str())
-                .map_err(|_| failed("MASTER_ADDR holds a NUL byte".into()))?;
-            let bind = CString::new(launch.bind_host().unwrap_or("")).unwrap_or_default();
-            let mut error = vec![0 as std::ffi::c_char; ERROR_CAPACITY];
-            // SAFETY: the strings are NUL-terminated and outlive the call; `error` has
-            // the capacity passed.
-            let raw = unsafe {
-                ffi::a3g_c10d_join(
-                    host.as_ptr(),
-                    launch.store_port,
-                    launch.rank as i32,
-                    launch.world_size as i32,
-                    launch.serves_store as i32,
-                    millis(timeout),
-                    bind.as_ptr(),
-                    error.as_mut_ptr(),
-                    error.len(),
-                )
-            };
-            if raw.is_null() {
-                return Err(failed(message(&error)));
+            let host = std::ffi::CString::new(launch.store_host.as_str())
+                .map_err(|_| failed("MASTER_ADDR holds a NUL byte".into(), PEER_ADVICE))?;
+            let bind = std::ffi::CString::new(launch.bind_host().unwrap_or("")).unwrap_or_default();
+            let phase = Arc::new(AtomicI32::new(PHASE_REACHING_STORE));
+            let (joined_tx, joined) = crossbeam::channel::bounded(1);
+            let (thread_launch, thread_phase) = (launch.clone(), phase.clone());
+            // Not under the supervisor, which starts with the run: this thread may never
+            // return, and nothing waits for it past the timeout.
+            std::thread::Builder::new()
+                .name("c10d join".into())
+                .spawn(move || {
+                    let mut error = vec![0 as std::ffi::c_char; ERROR_CAPACITY];
+                    // SAFETY: the strings are NUL-terminated and `phase` is an i32 the
+                    // thread holds alive; `error` has the capacity passed.
+                    let raw = unsafe {
+                        ffi::a3g_c10d_join(
+                            host.as_ptr(),
+                            thread_launch.store_port,
+                            thread_launch.rank as i32,
+                            thread_launch.world_size as i32,
+                            thread_launch.serves_store as i32,
+                            millis(timeout),
+                            bind.as_ptr(),
+                            thread_phase.as_ptr(),
+                            error.as_mut_ptr(),
+                            error.len(),
+                        )
+                    };
+                    let result = if raw.is_null() {
+                        Err(message(&error))
+                    } else {
+                        Ok(Group {
+                            raw: Raw(raw),
+                            rank: thread_launch.rank,
+                            world_size: thread_launch.world_size,
+                        })
+                    };
+                    // Past the timeout nobody listens, and a late group is left here.
+                    let _ = joined_tx.send(result);
+                })
+                .map_err(|err| failed(format!("no thread to join in: {err}"), PEER_ADVICE))?;
+            match joined.recv_timeout(timeout) {
+                Ok(Ok(group)) => Ok(group),
+                Ok(Err(reason)) => Err(failed(reason, PEER_ADVICE)),
+                Err(_) => {
+                    let (reason, advice) =
+                        unfinished_join(launch, timeout, phase.load(Ordering::Acquire));
+                    Err(failed(reason, advice))
+                }
             }
-            Ok(Group { raw: Raw(raw), rank: launch.rank, world_size: launch.world_size })
         }
         #[cfg(not(a3g_c10d))]
         {
@@ -249,6 +282,56 @@ impl Drop for Group {
     fn drop(&mut self) {
         // SAFETY: the group came from a3g_c10d_join and is left once.
         unsafe { ffi::a3g_c10d_leave(self.raw.0) }
+    }
+}
+
+/// The shim's phases of a join (JoinPhase in c10d_shim.cpp): reaching rank 0's store,
+/// then meeting the other ranks through it.
+#[cfg(a3g_c10d)]
+const PHASE_REACHING_STORE: i32 = 0;
+#[cfg(a3g_c10d)]
+const PHASE_MEETING_RANKS: i32 = 1;
+
+/// Why a join that was still under way at its timeout failed, and what to do, by the
+/// phase it was in. A store that never answered is told apart by a connection tried
+/// now: nothing listening (rank 0 not started, or another address), or a listener
+/// that is not rank 0's store (a mistyped port held by another service).
+#[cfg(a3g_c10d)]
+fn unfinished_join(launch: &Launch, timeout: Duration, phase: i32) -> (String, &'static str) {
+    let address = format!("{}:{}", launch.store_host, launch.store_port);
+    let seconds = timeout.as_secs_f64();
+    if phase == PHASE_MEETING_RANKS {
+        return (
+            format!(
+                "the store at {address} answered, but not all {} ranks joined within {seconds} s",
+                launch.world_size
+            ),
+            "start every rank with the same WORLD_SIZE, MASTER_ADDR and MASTER_PORT, or raise --sync-timeout",
+        );
+    }
+    if launch.serves_store {
+        return (
+            format!("the store this rank serves at {address} did not start within {seconds} s"),
+            "check that MASTER_ADDR is an address of this machine and that MASTER_PORT is free",
+        );
+    }
+    let listening =
+        std::net::ToSocketAddrs::to_socket_addrs(&(launch.store_host.as_str(), launch.store_port))
+            .ok()
+            .and_then(|mut addresses| addresses.next())
+            .is_some_and(|socket| {
+                std::net::TcpStream::connect_timeout(&socket, Duration::from_secs(1)).is_ok()
+            });
+    if listening {
+        (
+            format!("something listens at {address} but did not answer as rank 0's c10d store within {seconds} s"),
+            "check that MASTER_PORT is the port rank 0 serves (another service holds this one)",
+        )
+    } else {
+        (
+            format!("no store listened at {address} within {seconds} s"),
+            "start rank 0, and check that MASTER_ADDR and MASTER_PORT name its address and port",
+        )
     }
 }
 

@@ -14,6 +14,7 @@
 #endif
 
 #include <ATen/ATen.h>
+#include <c10/util/Logging.h>
 
 #include <chrono>
 #include <cstdlib>
@@ -88,16 +89,36 @@ int guarded(char* error, size_t capacity, Body body) {
 
 extern "C" {
 
+// How far a join got, for the message when it does not finish in time: the rank
+// reads it (a Rust AtomicI32, hence the atomic builtins) from another thread once
+// its timeout has passed.
+enum JoinPhase : int32_t {
+  kReachingStore = 0,
+  kMeetingRanks = 1,
+  kJoined = 2,
+};
+
 // Joins the group of `world_size` ranks whose store listens at host:port (rank 0
 // serves it unless `serve_store` is 0, as under torchrun, whose agent serves it).
 // Gloo's own connections bind to `bind_host` when it is not empty (a loopback run
 // keeps to 127.0.0.1), else to the address this machine's hostname resolves to.
-// Returns null with `error` filled when the peers do not all arrive in time.
+// Returns null with `error` filled when c10d gives up. Some waits of c10d's have no
+// deadline (a store client waits for ever on a listener that accepts and never
+// answers), so the caller bounds the whole join and reads `phase` to say where it
+// stuck.
 void* a3g_c10d_join(const char* host, uint16_t port, int rank, int world_size,
                     int serve_store, int64_t timeout_ms, const char* bind_host,
-                    char* error, size_t capacity) {
+                    int32_t* phase, char* error, size_t capacity) {
   Group* joined = nullptr;
   guarded(error, capacity, [&] {
+    // c10's log, and c10d's through it, prints exception texts with stack frames on
+    // stderr, where a3g's user reads one line a failure: quiet unless PyTorch's own
+    // TORCH_CPP_LOG_LEVEL asks for it.
+    if (std::getenv("TORCH_CPP_LOG_LEVEL") != nullptr) {
+      c10::initLogging();
+    } else {
+      FLAGS_caffe2_log_level = 3;  // fatal only
+    }
 #ifdef USE_C10D_NCCL
     // A blocking wait makes an NCCL reduction that outlives its timeout throw in
     // wait(), and so reach Rust as one line, instead of NCCL's watchdog ending the
@@ -109,19 +130,32 @@ void* a3g_c10d_join(const char* host, uint16_t port, int rank, int world_size,
     options.port = port;
     options.isServer = serve_store != 0;
     options.numWorkers = world_size;
-    options.waitWorkers = true;
+    // Gloo's set-up below waits for every rank anyway, and a wait here would hide
+    // whether the store answered at all.
+    options.waitWorkers = false;
     options.timeout = timeout;
     auto tcp = c10::make_intrusive<c10d::TCPStore>(std::string(host), options);
+    __atomic_store_n(phase, kMeetingRanks, __ATOMIC_RELEASE);
     // A prefix of its own keeps a3g's keys apart from a launcher's in a shared store,
     // and apart from an earlier attempt's when torchrun restarts the ranks.
     const char* restart = std::getenv("TORCHELASTIC_RESTART_COUNT");
     std::string prefix = std::string("a3g/") + (restart == nullptr ? "0" : restart);
     auto store = c10::make_intrusive<c10d::PrefixStore>(prefix, tcp);
+    // A rank of another run on the same port (a second world started on a running
+    // one's MASTER_PORT, or two ranks given one RANK) would take part in Gloo's
+    // set-up of a world that is not its own and fail there only after the timeout.
+    if (store->add("claims/rank" + std::to_string(rank), 1) > 1) {
+      throw std::runtime_error(
+          "rank " + std::to_string(rank) + " has already joined the world whose store is at " +
+          std::string(host) + ":" + std::to_string(port) +
+          ": another run uses that port, or two ranks were given the same rank");
+    }
     auto gloo_options = c10d::ProcessGroupGloo::Options::create(timeout);
     gloo_options->devices.push_back(gloo_device(bind_host == nullptr ? "" : bind_host));
     auto gloo = c10::make_intrusive<c10d::ProcessGroupGloo>(store, rank, world_size,
                                                             gloo_options);
     joined = new Group{store, gloo};
+    __atomic_store_n(phase, kJoined, __ATOMIC_RELEASE);
   });
   return joined;
 }

@@ -40,7 +40,7 @@ pub fn agree_on_settings(group: &mut Group, settings: &serde_json::Value) -> Res
     // The first rank that differs says how, so that every rank reports the same line.
     let own = match &difference {
         Some((key, mine, theirs)) if group.rank == differing_rank => {
-            format!("rank {differing_rank}'s {key} is {mine} and rank 0's is {theirs}")
+            format!("rank {differing_rank} has {key} {mine} and rank 0 has {theirs}")
         }
         _ => String::new(),
     };
@@ -66,19 +66,33 @@ fn broadcast_bytes(group: &mut Group, bytes: Vec<u8>, root: usize) -> Result<Vec
     Ok(received)
 }
 
-/// The first top-level setting in which `mine` and `theirs` differ: its name and
-/// both values.
+/// The first setting in which `mine` and `theirs`, lists of `[label, value]` pairs,
+/// differ: its label and both values as a user would type them (strings unquoted).
+/// A setting one side lacks (another a3g's list) reads as "none" there.
 fn first_difference(
     mine: &serde_json::Value,
     theirs: &serde_json::Value,
 ) -> Option<(String, String, String)> {
-    let (Some(mine), Some(theirs)) = (mine.as_object(), theirs.as_object()) else {
-        return (mine != theirs).then(|| ("settings".into(), mine.to_string(), theirs.to_string()));
+    let pairs = |settings: &serde_json::Value| -> Vec<(String, serde_json::Value)> {
+        settings
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|pair| Some((pair.get(0)?.as_str()?.to_string(), pair.get(1)?.clone())))
+            .collect()
     };
-    let missing = serde_json::Value::Null;
-    mine.keys().chain(theirs.keys()).find_map(|key| {
-        let (a, b) = (mine.get(key).unwrap_or(&missing), theirs.get(key).unwrap_or(&missing));
-        (a != b).then(|| (key.clone(), a.to_string(), b.to_string()))
+    let (mine, theirs) = (pairs(mine), pairs(theirs));
+    let value_of = |settings: &[(String, serde_json::Value)], label: &str| {
+        settings.iter().find(|(own, _)| own == label).map(|(_, value)| value.clone())
+    };
+    let written = |value: Option<serde_json::Value>| match value {
+        None => "none".to_string(),
+        Some(serde_json::Value::String(text)) => text,
+        Some(value) => value.to_string(),
+    };
+    mine.iter().chain(&theirs).map(|(label, _)| label).find_map(|label| {
+        let (a, b) = (value_of(&mine, label), value_of(&theirs, label));
+        (a != b).then(|| (label.clone(), written(a), written(b)))
     })
 }
 
@@ -120,7 +134,7 @@ impl RankSync {
         }
         let length = weights.len();
         let share = merge.share(group.world_size);
-        Ok(RankSync {
+        let mut sync = RankSync {
             group,
             shared,
             point: SyncPoint::new(weights),
@@ -131,7 +145,11 @@ impl RankSync {
             interval,
             share,
             step_budget,
-        })
+        };
+        // Before any thread trains: each rank's counts so far (rank 0's resumed ones),
+        // which the status lines' rates then start from.
+        sync.exchange_stop_and_counters(&Stop::default())?;
+        Ok(sync)
     }
 
     /// Syncs every interval until a rank stops: a stop on this rank (its budget, a
@@ -255,19 +273,30 @@ fn reason_of(code: i64, rank: usize) -> StopReason {
 mod tests {
     use super::*;
 
-    /// The first differing setting is named with both values, whichever side lacks it.
+    /// The first differing setting, in the list's order, is named by its label with
+    /// both values written alike (strings unquoted), whichever side lacks it.
     #[test]
     fn the_first_differing_setting_is_named() {
-        let mine = serde_json::json!({"env": "CartPole-v1", "workers": 2, "version": "0.1.0"});
-        let theirs = serde_json::json!({"env": "CartPole-v0", "workers": 2});
+        let mine = serde_json::json!([
+            ["--env", "CartPole-v1"],
+            ["--trainer", "a3c"],
+            ["--num-steps", [20]],
+            ["version", "0.1.0"]
+        ]);
+        let theirs = serde_json::json!([
+            ["--env", "CartPole-v1"],
+            ["--trainer", "ga3c"],
+            ["--num-steps", [20]]
+        ]);
         let (key, a, b) = first_difference(&mine, &theirs).expect("they differ");
-        assert_eq!(
-            (key.as_str(), a.as_str(), b.as_str()),
-            ("env", "\"CartPole-v1\"", "\"CartPole-v0\"")
-        );
-        let (key, a, b) = first_difference(&theirs, &mine).expect("they differ");
-        assert_eq!(key, "env");
-        assert_ne!(a, b);
+        assert_eq!((key.as_str(), a.as_str(), b.as_str()), ("--trainer", "a3c", "ga3c"));
+        let lacking = serde_json::json!([
+            ["--env", "CartPole-v1"],
+            ["--trainer", "a3c"],
+            ["--num-steps", [20]]
+        ]);
+        let (key, a, b) = first_difference(&lacking, &mine).expect("they differ");
+        assert_eq!((key.as_str(), a.as_str(), b.as_str()), ("version", "none", "0.1.0"));
         assert_eq!(first_difference(&mine, &mine.clone()), None);
     }
 

@@ -32,22 +32,24 @@ impl Crop {
         (self.crop2 + 160).min(SCREEN_ROWS)
     }
 
-    /// Why the entry `key` cannot crop a screen, if it cannot.
-    fn fault(&self, key: &str) -> Option<String> {
+    /// Why these rows cannot crop a screen, if they cannot.
+    pub fn problem(&self) -> Option<String> {
         // The kept rows are crop1..min(crop2 + 160, 210) of the 210-row screen; bounding
         // crop2 first keeps that sum from wrapping around.
         if self.crop2 > SCREEN_ROWS {
-            return Some(format!(
-                "entry {key:?} has crop2 {}, beyond the screen's {SCREEN_ROWS} rows",
-                self.crop2
-            ));
+            return Some(format!("crop2 {} is beyond the screen's {SCREEN_ROWS} rows", self.crop2));
         }
         (self.crop1 >= self.rows_end()).then(|| {
             format!(
-                "entry {key:?} keeps no rows (crop1 {} is not below min(crop2 + 160, {SCREEN_ROWS}))",
+                "they keep no rows (crop1 {} is not below min(crop2 + 160, {SCREEN_ROWS}))",
                 self.crop1
             )
         })
+    }
+
+    /// Why the entry `key` cannot crop a screen, if it cannot.
+    fn fault(&self, key: &str) -> Option<String> {
+        self.problem().map(|problem| format!("entry {key:?}: {problem}"))
     }
 }
 
@@ -92,13 +94,10 @@ impl CropTable {
         Ok(CropTable { entries })
     }
 
-    /// A table giving every game `crop`: the rows a checkpoint recorded for its game.
-    /// `source` names where the crop was read, for the error when it keeps no rows.
-    pub fn only(crop: Crop, source: &Path) -> Result<Self> {
-        if let Some(reason) = crop.fault("Default") {
-            return Err(Error::CropFile { path: source.to_path_buf(), reason });
-        }
-        Ok(CropTable { entries: BTreeMap::from([("Default".to_string(), crop)]) })
+    /// A table giving every game `crop`: the rows a checkpoint recorded for its game,
+    /// checked when its sidecar was read.
+    pub fn only(crop: Crop) -> Self {
+        CropTable { entries: BTreeMap::from([("Default".to_string(), crop)]) }
     }
 
     /// The crop of the game whose Gym name is `game`: the first entry (in key order)
@@ -147,8 +146,8 @@ mod tests {
     #[test]
     fn crops_that_keep_no_rows_are_refused() {
         for (entry, reason) in [
-            (r#"{"crop1": 200, "crop2": 30}"#, "keeps no rows"),
-            (r#"{"crop1": 210, "crop2": 50}"#, "keeps no rows"),
+            (r#"{"crop1": 200, "crop2": 30}"#, "keep no rows"),
+            (r#"{"crop1": 210, "crop2": 50}"#, "keep no rows"),
             (r#"{"crop1": 0, "crop2": 18446744073709551615}"#, "beyond the screen"),
         ] {
             let text = format!(r#"{{"Default": {entry}}}"#);
