@@ -38,6 +38,7 @@ fn main() {
             println!("cargo:rustc-link-arg=-Wl,--no-as-needed,-ltorch_cuda,--as-needed");
         }
         compile_elu_kernel(Path::new(&libtorch_lib));
+        compile_autocast(Path::new(&libtorch_lib));
         if let Some(gloo_include) = gloo_include() {
             compile_c10d_shim(Path::new(&libtorch_lib), &gloo_include);
         }
@@ -71,6 +72,23 @@ fn compile_elu_kernel(libtorch_lib: &Path) {
              libtorch's ELU"
         ),
     }
+}
+
+/// The autocast regions of `--precision bf16` (src/autocast.cpp), against libtorch's
+/// own headers, which every libtorch has: a build without them has no bf16 passes.
+fn compile_autocast(libtorch_lib: &Path) {
+    let source = "src/autocast.cpp";
+    println!("cargo:rerun-if-changed={source}");
+    let include = libtorch_lib.join("../include");
+    cc::Build::new()
+        .cpp(true)
+        .file(source)
+        .include(&include)
+        .include(include.join("torch/csrc/api/include"))
+        .std("c++17")
+        .define("_GLIBCXX_USE_CXX11_ABI", "1")
+        .warnings(false)
+        .compile("a3g_autocast");
 }
 
 /// Gloo's headers: `A3G_GLOO_INCLUDE`, which set-up exports, else where set-up puts

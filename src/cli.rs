@@ -117,6 +117,25 @@ pub struct Ga3cArgs {
     /// Seconds --autotune measures each setting for.
     #[arg(long, allow_negative_numbers = true, default_value_t = 20.0, value_parser = parse_status_interval, help_heading = "Batched trainer (--trainer ga3c)")]
     pub autotune_window: f64,
+    /// Precision of the batched passes (the trainers', and the predictors' of 8 or
+    /// more observations): bf16 runs the network's body in bfloat16 on fp32 weights;
+    /// auto takes bf16 where the CPU (avx512_bf16, amx_bf16) or GPU (compute
+    /// capability 8.0 on) computes it natively, as `a3g devices` says. Weights,
+    /// optimizer statistics and checkpoints stay fp32.
+    #[arg(long, value_enum, default_value_t = PrecisionName::Fp32, help_heading = "Batched trainer (--trainer ga3c)")]
+    pub precision: PrecisionName,
+}
+
+/// `--precision`'s values.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PrecisionName {
+    #[value(name = "fp32")]
+    Fp32,
+    #[value(name = "bf16")]
+    Bf16,
+    #[value(name = "auto")]
+    Auto,
 }
 
 /// How a sync between ranks combines their changes to the model (`--sync-merge`).

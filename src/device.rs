@@ -282,6 +282,21 @@ pub fn run() -> crate::Result<()> {
     let mut devices = vec!["cpu (--gpu-ids -1)".to_string()];
     devices.extend((0..report.devices).map(|index| format!("cuda:{index} (--gpu-ids {index})")));
     crate::console::say(&format!("devices: {}", devices.join(", ")));
+    let cpu_bf16 = crate::precision::native_bf16_cpu();
+    crate::console::say(&format!(
+        "--precision auto: {} on the CPU ({}){}",
+        if cpu_bf16 { "bf16" } else { "fp32" },
+        if cpu_bf16 { "it computes bf16 natively" } else { "no avx512_bf16 or amx_bf16" },
+        if report.devices > 0 {
+            let gpu = crate::precision::native_bf16(tch::Device::Cuda(0));
+            format!(
+                ", {} on cuda:0",
+                if gpu { "bf16" } else { "fp32 (compute capability below 8.0)" }
+            )
+        } else {
+            String::new()
+        }
+    ));
     crate::console::say(if c10d::NCCL_BUILT_IN {
         "training across machines: built in (c10d with Gloo, and NCCL for ranks with --gpu-ids; \
          docs/distributed.md)"

@@ -75,6 +75,7 @@ pub mod model;
 pub mod monitor;
 pub mod plot;
 pub mod policy;
+pub mod precision;
 pub mod rollout;
 pub mod shared;
 pub mod shared_optim;

@@ -11,6 +11,7 @@ use tch::{Device, Kind, Tensor};
 
 use crate::env::ActionSpace;
 use crate::input_norm::{InputNorm, INPUT_NORM_CLIP};
+use crate::precision::Precision;
 
 /// Which network, and how big.
 #[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -259,7 +260,19 @@ impl ActorCritic {
 
     /// Runs `observations` (`[batch, ...observation shape]`) from `state`.
     pub fn forward(&self, observations: &Tensor, state: &LstmState) -> Output {
-        let (features, state) = self.recurrent_step(&self.features(observations), state);
+        self.forward_in(Precision::Fp32, observations, state)
+    }
+
+    /// [`ActorCritic::forward`] with the body in `precision` (the LSTM cell and the
+    /// heads stay fp32).
+    pub fn forward_in(
+        &self,
+        precision: Precision,
+        observations: &Tensor,
+        state: &LstmState,
+    ) -> Output {
+        let (features, state) =
+            self.recurrent_step(&self.features_in(precision, observations), state);
         let (value, policy) = self.heads(&features);
         Output { value, policy, state }
     }
@@ -269,6 +282,11 @@ impl ActorCritic {
     /// it over all its observations in one batch.
     pub fn features(&self, observations: &Tensor) -> Tensor {
         self.body.forward(observations).flatten(1, -1)
+    }
+
+    /// [`ActorCritic::features`] computed in `precision`, given as fp32.
+    pub fn features_in(&self, precision: Precision, observations: &Tensor) -> Tensor {
+        precision.run(observations.device(), || self.features(observations))
     }
 
     /// The LSTM cell over `features` from `state`: the heads' input and the next

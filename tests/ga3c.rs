@@ -2,7 +2,7 @@
 //! either trainer, and its flags are checked. That it learns what A3C learns is
 //! tested in tests/learning.rs.
 
-use crate::util::{assert_one_line_error, saved_agent_steps, Scratch};
+use crate::util::{assert_one_line_error, saved_agent_steps, small_cartpole, Scratch};
 
 /// A short GA3C Atari run (--model universe) writes a checkpoint that `a3g eval`
 /// plays, that A3C resumes, and that GA3C resumes from A3C's, counters carried on.
@@ -133,4 +133,18 @@ fn resumed_ga3c_rates_count_from_the_resume() {
     };
     let (updates, trainings) = (rate(" updates/s"), rate(" trainings/s"));
     assert!((trainings - updates).abs() <= 0.1 * updates + 2.0, "{status}");
+}
+
+/// `--precision bf16` is GA3C's: asked of A3C, whose passes are batch-1 where bf16 is
+/// slower, it is refused on one line before anything is written; a precision a3g
+/// does not have is refused by the parser.
+#[test]
+fn bf16_is_refused_for_a3c() {
+    let scratch = Scratch::new("a3c-bf16");
+    let line = assert_one_line_error(&scratch.a3g_owned(&small_cartpole(&["--precision", "bf16"])));
+    assert!(line.contains("--precision bf16") && line.contains("--trainer ga3c"), "{line}");
+    assert!(!scratch.path("trained_models").exists());
+    let run = scratch.a3g_owned(&small_cartpole(&["--trainer", "ga3c", "--precision", "fp16"]));
+    assert_eq!(run.status.code(), Some(2), "{}", run.stderr);
+    assert!(run.stderr.contains("fp16"), "{}", run.stderr);
 }

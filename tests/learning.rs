@@ -99,6 +99,26 @@ fn ga3c_cartpole_learns_to_475() {
     );
 }
 
+/// GA3C's CartPole test with `--precision bf16` forced, on any CPU (emulated where it
+/// lacks native bf16, which this small network can afford): its trainers' passes run
+/// the MLP's layers in bfloat16 and it still learns to 475, while what it saves stays
+/// fp32, model and optimizer statistics alike, and plays as promised.
+#[test]
+fn ga3c_cartpole_learns_to_475_in_bf16() {
+    let _learning = one_learning_run_at_a_time();
+    let scratch = Scratch::new("ga3c-cartpole-bf16");
+    let ga3c = ["train", "--trainer", "ga3c", "--workers", "8", "--max-steps", "1500000"];
+    let run = scratch.a3g(&[&ga3c[..], &["--precision", "bf16"], CARTPOLE_LEARNING].concat());
+    assert_reached(&run, 475.0);
+    for file in ["CartPole-v1.safetensors", "CartPole-v1.optimizer.safetensors"] {
+        let path = scratch.path(&format!("trained_models/{file}"));
+        for (name, tensor) in tch::Tensor::read_safetensors(&path).expect("a safetensors file") {
+            assert_eq!(tensor.kind(), tch::Kind::Float, "{file}: {name}");
+        }
+    }
+    assert_saved_cartpole_keeps_the_promise(&scratch);
+}
+
 /// Pendulum-v1 with the A3C test's hyperparameters, four agents and one segment per
 /// update: a 100-game mean of -500 within the same 2.5 million agent steps (148,000
 /// steps in a trial). With four segments per update it learned far slower per step

@@ -13,7 +13,8 @@ use tch::Device;
 
 use crate::checkpoint::{self, Checkpoint, FolderLock, Sidecar};
 use crate::cli::{
-    EnvArgs, EvalArgs, Ga3cArgs, ModelName, OptimizerName, SyncMerge, TrainArgs, TrainerName,
+    EnvArgs, EvalArgs, Ga3cArgs, ModelName, OptimizerName, PrecisionName, SyncMerge, TrainArgs,
+    TrainerName,
 };
 use crate::console;
 use crate::device;
@@ -22,6 +23,7 @@ use crate::env::{self, atari::AtariId, Crop, CropTable, Env, EnvOptions, Screen}
 use crate::error::{Error, Result};
 use crate::input_norm::{InputNorm, MEASURE_SEED, MEASURE_STEPS};
 use crate::model::{parameter_shapes, Body, Head, ModelSpec, MIN_STD_RANGE};
+use crate::precision::Precision;
 use crate::rollout::{LossConfig, RewardShaping};
 use crate::shared_optim::OptimizerKind;
 
@@ -158,6 +160,14 @@ pub struct Ga3cConfig {
     pub max_policy_lag: u64,
     /// `--autotune`'s window, when it is on.
     pub autotune_window: Option<Duration>,
+    /// The batched passes' precision, --precision resolved on this machine (absent
+    /// from sidecars written before it, which trained in fp32).
+    #[serde(default = "fp32")]
+    pub precision: Precision,
+}
+
+fn fp32() -> Precision {
+    Precision::Fp32
 }
 
 /// GA3C's batching and threads where the flags leave them out, for `agents` agents of
@@ -194,7 +204,13 @@ fn ga3c_agents_per_core(body: &Body) -> usize {
 }
 
 impl Ga3cConfig {
-    fn new(args: &TrainArgs, body: &Body, agents: usize, cores: usize) -> Result<Self> {
+    fn new(
+        args: &TrainArgs,
+        body: &Body,
+        agents: usize,
+        cores: usize,
+        devices: &[Device],
+    ) -> Result<Self> {
         let Ga3cArgs {
             predictors,
             trainers,
@@ -205,6 +221,7 @@ impl Ga3cConfig {
             max_policy_lag,
             autotune,
             autotune_window,
+            precision,
         } = args.ga3c;
         let defaults = Ga3cDefaults::new(body, agents, cores);
         let predict_batch = predict_batch as usize;
@@ -242,6 +259,11 @@ impl Ga3cConfig {
             train_batch,
             max_policy_lag,
             autotune_window: autotune.then(|| Duration::from_secs_f64(autotune_window)),
+            precision: match precision {
+                PrecisionName::Fp32 => Precision::Fp32,
+                PrecisionName::Bf16 => Precision::Bf16,
+                PrecisionName::Auto => Precision::auto(devices),
+            },
         })
     }
 }
@@ -465,9 +487,16 @@ impl TrainConfig {
                 },
             }),
             TrainerName::Ga3c => {
-                TrainerConfig::Ga3c(Ga3cConfig::new(args, &spec.body, workers, cores)?)
+                TrainerConfig::Ga3c(Ga3cConfig::new(args, &spec.body, workers, cores, &devices)?)
             }
         };
+        if args.trainer == TrainerName::A3c && args.ga3c.precision == PrecisionName::Bf16 {
+            return Err(Error::BadArguments(
+                "--precision bf16 runs the batched passes of --trainer ga3c; A3C's workers step one \
+                 observation at a time, where bf16 is slower than fp32: leave it out, or add --trainer ga3c"
+                    .into(),
+            ));
+        }
         let test_share = args.test_share.unwrap_or(match spec.body {
             Body::AtariLstm | Body::Universe => ATARI_TEST_SHARE,
             Body::Mlp { .. } => 1.0,
@@ -483,6 +512,17 @@ impl TrainConfig {
                 "note: on CPU cores the default network (the reference's a3clstm) is slow: two cores trained \
                  Pong with it at 236 agent steps/s, and with --model universe at 1,313 (A3C) to 2,274 (--trainer \
                  ga3c), whose first 18+ game came 7.7-13.8 minutes in (docs/benchmarks.md); pass --model to choose"
+                    .to_string(),
+            );
+        }
+        if args.trainer == TrainerName::Ga3c
+            && args.ga3c.precision == PrecisionName::Bf16
+            && !devices.iter().all(|&device| crate::precision::native_bf16(device))
+        {
+            notes.push(
+                "note: --precision bf16 on hardware without native bf16 (a CPU without avx512_bf16 or \
+                 amx_bf16, or a GPU before compute capability 8.0): libtorch emulates it, several times \
+                 slower than fp32"
                     .to_string(),
             );
         }
@@ -794,7 +834,7 @@ mod tests {
         let cli = Cli::try_parse_from([&["a3g", "train", "--trainer", "ga3c"], flags].concat())
             .expect("flags parse");
         let Command::Train(args) = cli.command else { panic!("not train") };
-        Ga3cConfig::new(&args, &body, agents, cores).expect("checked")
+        Ga3cConfig::new(&args, &body, agents, cores, &[Device::Cpu]).expect("checked")
     }
 
     /// GA3C's batching follows the network and the agents where the flags leave it

@@ -234,6 +234,7 @@ mod tests {
         run_predictor, Batching, PredictorCounters, PredictorSetup, SlotTable,
     };
     use crate::model::{ActorCritic, ModelSpec};
+    use crate::precision::Precision;
     use crate::shared::SharedModel;
     use crate::shared_optim::OptimizerKind;
     use crate::stop::StopReason;
@@ -321,6 +322,7 @@ mod tests {
             batching: Batching { min_batch: 1, max_batch: 4, timeout: Duration::from_millis(1) },
             counters: Arc::new(PredictorCounters::default()),
             retire: Arc::default(),
+            precision: Precision::Fp32,
         };
         let predictor = {
             let stop = stop.clone();

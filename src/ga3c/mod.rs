@@ -299,6 +299,7 @@ impl Ga3cTrainer<'_> {
             },
             counters: Arc::clone(&self.predictor_counters),
             retire: Arc::clone(&retire),
+            precision: self.settings.precision,
         };
         let stop = self.supervisor.stop().clone();
         let handle = self.spawn(Role::Predictor, move || {
@@ -329,6 +330,7 @@ impl Ga3cTrainer<'_> {
             counters: Arc::clone(&self.counters),
             trainer_counters: Arc::clone(&self.trainer_counters),
             profile_phases: config.profile_phases,
+            precision: self.settings.precision,
         };
         let (segments, stop) = (self.segments.1.clone(), self.supervisor.stop().clone());
         let thread_retire = Arc::clone(&retire);

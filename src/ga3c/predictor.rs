@@ -14,6 +14,7 @@ use tch::{nn, Device, Kind, Tensor};
 use crate::device;
 use crate::ga3c::segment::StartState;
 use crate::model::{ActorCritic, LstmState, ModelSpec, Policy};
+use crate::precision::Precision;
 use crate::shared::SharedModel;
 use crate::stop::Stop;
 use crate::trainer::TrainingCounters;
@@ -154,6 +155,8 @@ pub struct PredictorSetup {
     /// Set by whoever tunes the number of predictors, to remove this one after its
     /// current batch.
     pub retire: Arc<AtomicBool>,
+    /// The precision of large batches' body pass (--precision; small ones stay fp32).
+    pub precision: Precision,
 }
 
 /// Runs one predictor until a stop is requested or every request sender is gone.
@@ -259,7 +262,8 @@ fn predict(model: &ActorCritic, setup: &PredictorSetup, batch: Vec<Request>, ver
     let (host, layout) = tch::no_grad(|| {
         let rows = device::upload(&rows, &[size], device).to_kind(Kind::Int64);
         let state = setup.slots.gather(&rows, &device::upload(&keep, &[size, 1], device));
-        let output = model.forward(&device::upload(&observations, &shape, device), &state);
+        let observations = device::upload(&observations, &shape, device);
+        let output = model.forward_in(setup.precision.for_rows(batch.len()), &observations, &state);
         setup.slots.store(&rows, &output.state);
         let mut parts = match &output.policy {
             Policy::Logits(logits) => vec![logits.softmax(1, Kind::Float)],
@@ -369,6 +373,7 @@ mod tests {
                     batching,
                     counters: counters.clone(),
                     retire: Arc::default(),
+                    precision: Precision::Fp32,
                 };
                 let stop = stop.clone();
                 std::thread::spawn(move || run_predictor(setup, &stop))

@@ -13,6 +13,7 @@ use tch::Device;
 use super::segment::{batched_loss, Segment, SegmentLoss};
 use crate::error::Result;
 use crate::model::ModelSpec;
+use crate::precision::Precision;
 use crate::rollout::LossConfig;
 use crate::shared::{LocalModel, SharedModel};
 use crate::stop::Stop;
@@ -42,6 +43,8 @@ pub struct TrainerSetup {
     pub counters: Arc<TrainingCounters>,
     pub trainer_counters: Arc<TrainerCounters>,
     pub profile_phases: bool,
+    /// The precision of the batch's body pass (--precision).
+    pub precision: Precision,
 }
 
 /// One trainer thread, until a stop, its retirement or the agents' end.
@@ -73,8 +76,14 @@ pub fn run(
         let mut clock = Instant::now();
         setup.shared.pull(&local.parameters);
         lap(&phases.pull, &mut clock, profile);
-        let SegmentLoss { loss, agent_steps, lstm_tape } =
-            batched_loss(&local.model, &batch, &setup.observation_shape, &setup.loss, setup.device);
+        let SegmentLoss { loss, agent_steps, lstm_tape } = batched_loss(
+            &local.model,
+            &batch,
+            &setup.observation_shape,
+            &setup.loss,
+            setup.device,
+            setup.precision,
+        );
         local.gradients.zero();
         loss.total.backward();
         lstm_tape.add_weight_gradients(&local.model);
