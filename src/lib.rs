@@ -93,12 +93,7 @@ use cli::{Cli, Command};
 /// Runs the subcommand the user asked for.
 pub fn run(cli: Cli) -> Result<()> {
     match cli.command {
-        Command::Train(args) => {
-            console::note_when_stdout_closes(
-                "training goes on, and its game log and checkpoints are still written",
-            );
-            train::run(&args)
-        }
+        Command::Train(args) => train::run(&args),
         Command::Eval(args) => {
             console::note_when_stdout_closes(
                 "the evaluation goes on, and its game log and recordings are still written",

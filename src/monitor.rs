@@ -132,10 +132,18 @@ impl<'a> Monitor<'a> {
             _ => None,
         };
         let peers = config.distributed.as_ref().map(|_| Arc::new(PeerCounters::default()));
-        stop::catch_signals(format!(
-            "{} keeps the last complete checkpoint",
-            run.save_model_dir.display()
-        ));
+        if leads {
+            stop::catch_signals(
+                "stopping: writing a final checkpoint; press Ctrl-C again to quit at once",
+                format!("{} keeps the last complete checkpoint", run.save_model_dir.display()),
+            );
+        } else {
+            stop::catch_signals(
+                "stopping: the other ranks stop at the next sync, and rank 0 writes the final checkpoint; \
+                 press Ctrl-C again to quit at once",
+                "rank 0 keeps the last complete checkpoint".to_string(),
+            );
+        }
         let counters = Arc::new(TrainingCounters::resumed(&resumed, Some(run.step_budget)));
         let resumed_best = match resumed_best {
             Some(best) if run.save_max => Some(Keep {

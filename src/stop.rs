@@ -16,9 +16,9 @@ static SIGNALLED: AtomicBool = AtomicBool::new(false);
 /// Routes Ctrl-C and SIGTERM to a stop request instead of killing the process, so a
 /// run interrupted by the user still writes its final checkpoint. A second signal
 /// quits at once: the user may not want to wait for that checkpoint, and the one on
-/// disk is whole whatever moment the process dies at (see `checkpoint`). `kept` says
-/// what is left on disk then.
-pub fn catch_signals(kept: String) {
+/// disk is whole whatever moment the process dies at (see `checkpoint`). `stopping`
+/// says what the first signal does, `kept` what is left on disk after the second.
+pub fn catch_signals(stopping: &'static str, kept: String) {
     let mut signals = match Signals::new([SIGINT, SIGTERM]) {
         Ok(signals) => signals,
         Err(err) => {
@@ -32,9 +32,7 @@ pub fn catch_signals(kept: String) {
         for (count, _) in signals.forever().enumerate() {
             if count == 0 {
                 SIGNALLED.store(true, Ordering::SeqCst);
-                console::warn(
-                    "stopping: writing a final checkpoint; press Ctrl-C again to quit at once",
-                );
+                console::warn(stopping);
             } else {
                 console::warn(&format!("quitting at once; {kept}"));
                 // _exit: other threads may be mid-write, and running exit handlers

@@ -23,6 +23,11 @@ use crate::trainer;
 /// Runs `a3g train`.
 pub fn run(args: &TrainArgs) -> Result<()> {
     let (mut config, test_env) = TrainConfig::new(args)?;
+    console::note_when_stdout_closes(if config.leads() {
+        "training goes on, and its game log and checkpoints are still written"
+    } else {
+        "training goes on, and rank 0 writes the run's game log and checkpoints"
+    });
     let resume = config.resume.take();
     let chosen = trainer::chosen(&config);
     let _save_dir = config.claim_save_dir(chosen.memory_plan(&config))?;

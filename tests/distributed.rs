@@ -99,9 +99,9 @@ fn two_ranks_train_one_model() {
     assert!(!scratches[1].path("logs").exists(), "rank 1 wrote a game log");
 }
 
-/// A rank started with another learning rate, --sync-merge or --trainer than rank
-/// 0's is refused, and so is rank 0: each prints one line naming the flag and both
-/// values.
+/// A rank started with another learning rate, --sync-merge, --trainer or
+/// --sync-interval than rank 0's is refused, and so is rank 0: each prints one line
+/// naming the flag and both values.
 #[test]
 #[cfg_attr(not(a3g_c10d), ignore = "this build has no c10d (no gloo headers at set-up)")]
 fn a_rank_with_other_settings_is_refused() {
@@ -109,6 +109,7 @@ fn a_rank_with_other_settings_is_refused() {
         ("--lr", "--lr", ["0.001", "0.002"]),
         ("--sync-merge", "--sync-merge", ["sum", "mean"]),
         ("--trainer", "has --trainer", ["a3c", "ga3c"]),
+        ("--sync-interval", "has --sync-interval", ["1", "2"]),
     ] {
         let scratches = [Scratch::new("differs0"), Scratch::new("differs1")];
         let port = free_port();
@@ -399,4 +400,67 @@ fn rates_count_from_where_each_rank_started() {
         // One CartPole worker makes thousands of steps a second, not millions.
         assert!(rates.iter().all(|&rate| rate < 1_000_000.0), "{stdout}");
     }
+}
+
+/// A rank whose WORLD_SIZE differs from rank 0's is refused at once on one line
+/// naming both sizes, before Gloo's set-up could complete for some ranks and not
+/// others; rank 0, whose world never fills, ends within its timeout.
+#[test]
+#[cfg_attr(not(a3g_c10d), ignore = "this build has no c10d (no gloo headers at set-up)")]
+fn a_rank_of_another_world_size_is_refused_at_once() {
+    let port = free_port();
+    let rank0 = std::thread::spawn(move || lone_rank(0, 2, port, &[]));
+    std::thread::sleep(Duration::from_millis(700));
+    let (line, took) = lone_rank(1, 3, port, &[]);
+    assert!(took < Duration::from_secs(3), "{took:?}: {line}");
+    assert!(
+        line.contains("this rank's WORLD_SIZE is 3 and rank 0's") && line.contains("is 2"),
+        "{line}"
+    );
+    let (line, took) = rank0.join().unwrap();
+    assert!(took < Duration::from_secs(10), "{took:?}: {line}");
+    assert!(line.contains("not all 2 ranks joined"), "{line}");
+}
+
+/// A run kept to loopback (MASTER_ADDR 127.0.0.1) serves its store on 127.0.0.1
+/// alone, not on every interface, where other machines could reach it.
+#[test]
+#[cfg_attr(not(a3g_c10d), ignore = "this build has no c10d (no gloo headers at set-up)")]
+fn a_loopback_store_listens_on_loopback_only() {
+    let scratch = Scratch::new("loopback-store");
+    let port = free_port();
+    let mut rank0 = start_rank(
+        &scratch,
+        0,
+        port,
+        &small_cartpole(&["--max-time", "30", "--sync-interval", "1", "--sync-timeout", "8"]),
+    );
+    // /proc/net/tcp{,6} list sockets as hex address:port, state 0A for listening.
+    let suffix = format!(":{port:04X}");
+    let listening = || -> Vec<String> {
+        ["/proc/net/tcp", "/proc/net/tcp6"]
+            .iter()
+            .flat_map(|table| {
+                std::fs::read_to_string(table)
+                    .unwrap_or_default()
+                    .lines()
+                    .map(str::to_string)
+                    .collect::<Vec<_>>()
+            })
+            .filter_map(|line| {
+                let fields: Vec<&str> = line.split_whitespace().collect();
+                (fields.len() > 3 && fields[1].ends_with(&suffix) && fields[3] == "0A")
+                    .then(|| fields[1].to_string())
+            })
+            .collect()
+    };
+    let waited = Instant::now();
+    let mut sockets = listening();
+    while sockets.is_empty() && waited.elapsed() < Duration::from_secs(5) {
+        std::thread::sleep(Duration::from_millis(50));
+        sockets = listening();
+    }
+    let _ = rank0.kill();
+    let _ = rank0.wait();
+    assert_eq!(sockets, vec![format!("0100007F{suffix}")], "the store's listening sockets");
 }

@@ -503,6 +503,13 @@ impl TrainConfig {
         });
         let mut notes: Vec<String> =
             Launch::ignored(|name| std::env::var(name).ok()).into_iter().collect();
+        if args.load && !leads {
+            notes.push(
+                "note: rank 0 reads the checkpoint --load resumes and gives its weights to every rank; \
+                 this rank's --load-model-dir is not read"
+                    .to_string(),
+            );
+        }
         if spec.body == Body::AtariLstm
             && args.model.is_none()
             && !args.load
@@ -620,11 +627,22 @@ impl TrainConfig {
             TrainerConfig::Ga3c(ga3c) => ("ga3c", vec![ga3c.num_steps]),
         };
         let spec = &self.spec;
+        let (network, lstm, scaling) = match &spec.body {
+            Body::AtariLstm => ("a3clstm", true, None),
+            Body::Universe => ("universe", true, None),
+            Body::Mlp { lstm, input_norm, .. } => ("mlp", *lstm, input_norm.as_ref()),
+        };
         let mut settings = vec![
             json!(["a3g's version", env!("CARGO_PKG_VERSION")]),
             json!(["--env", self.env.id]),
             json!(["--trainer", trainer]),
-            json!(["--model (the network and its inputs)", spec.body]),
+            json!(["--model", network]),
+            json!(["--lstm", lstm]),
+            json!(["--normalize-obs", scaling.is_some()]),
+            json!([
+                "the network's inputs (their count, and the measured --normalize-obs scaling)",
+                spec.body
+            ]),
             json!(["--hidden-size", spec.hidden_size]),
             json!(["the action head (--min-std)", spec.head]),
             json!(["--num-steps (or --distributed-step-size)", rollout_lengths]),
@@ -642,6 +660,8 @@ impl TrainConfig {
             json!(["the crop rows (--env-config)", self.env.crop()]),
         ];
         if let Some(distributed) = &self.distributed {
+            settings.push(json!(["--sync-interval", distributed.sync_interval.as_secs_f64()]));
+            settings.push(json!(["--sync-timeout", distributed.sync_timeout.as_secs_f64()]));
             settings.push(json!(["--sync-merge", distributed.sync_merge]));
             settings.push(json!([
                 "the model's sum (NCCL with --gpu-ids, else Gloo)",

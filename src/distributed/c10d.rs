@@ -40,6 +40,7 @@ mod ffi {
             capacity: usize,
         ) -> *mut c_void;
         pub fn a3g_c10d_leave(group: *mut c_void);
+        pub fn a3g_c10d_restore_stderr();
         pub fn a3g_c10d_sum_on_gpu(
             group: *mut c_void,
             device: c_int,
@@ -158,6 +159,8 @@ impl Group {
                 Ok(Ok(group)) => Ok(group),
                 Ok(Err(reason)) => Err(failed(reason, PEER_ADVICE)),
                 Err(_) => {
+                    // SAFETY: the shim's own bookkeeping, safe from any thread.
+                    unsafe { ffi::a3g_c10d_restore_stderr() };
                     let (reason, advice) =
                         unfinished_join(launch, timeout, phase.load(Ordering::Acquire));
                     Err(failed(reason, advice))
@@ -315,17 +318,34 @@ fn unfinished_join(launch: &Launch, timeout: Duration, phase: i32) -> (String, &
             "check that MASTER_ADDR is an address of this machine and that MASTER_PORT is free",
         );
     }
-    let listening =
+    if launch.rank == 0 {
+        return (
+            format!(
+                "no store listened at {address} within {seconds} s, and TORCHELASTIC_USE_AGENT_STORE=True \
+                 says a torchrun agent serves it"
+            ),
+            "start the ranks with torchrun, or unset TORCHELASTIC_USE_AGENT_STORE so that rank 0 serves \
+             the store",
+        );
+    }
+    let Some(socket) =
         std::net::ToSocketAddrs::to_socket_addrs(&(launch.store_host.as_str(), launch.store_port))
             .ok()
             .and_then(|mut addresses| addresses.next())
-            .is_some_and(|socket| {
-                std::net::TcpStream::connect_timeout(&socket, Duration::from_secs(1)).is_ok()
-            });
-    if listening {
+    else {
+        return (
+            format!("MASTER_ADDR {} does not resolve to an address", launch.store_host),
+            "set MASTER_ADDR to rank 0's host name or IP address",
+        );
+    };
+    if std::net::TcpStream::connect_timeout(&socket, Duration::from_secs(1)).is_ok() {
         (
-            format!("something listens at {address} but did not answer as rank 0's c10d store within {seconds} s"),
-            "check that MASTER_PORT is the port rank 0 serves (another service holds this one)",
+            format!(
+                "something listens at {address} but did not answer as rank 0's c10d store within \
+                 {seconds} s"
+            ),
+            "check that MASTER_PORT is the port rank 0 serves (another service may hold this one), \
+             or, if rank 0 started only just now, raise --sync-timeout",
         )
     } else {
         (

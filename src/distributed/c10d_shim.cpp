@@ -16,6 +16,14 @@
 #include <ATen/ATen.h>
 #include <c10/util/Logging.h>
 
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cstdlib>
 #include <cstdint>
@@ -71,6 +79,70 @@ std::shared_ptr<::gloo::transport::Device> gloo_device(const std::string& bind_h
   return c10d::ProcessGroupGloo::createDefaultDevice();
 }
 
+// Where stderr was while a join silenced it, or -1.
+std::atomic<int> silenced_stderr{-1};
+
+// Points stderr at /dev/null for the length of a join. Gloo prints its connection
+// retries there unconditionally (its log level has no setting above ERROR, which they
+// are), and c10d's log is quiet already: a3g's user reads one line a failure.
+void silence_stderr() {
+  int quiet = open("/dev/null", O_WRONLY | O_CLOEXEC);
+  int saved = fcntl(2, F_DUPFD_CLOEXEC, 3);
+  if (quiet < 0 || saved < 0) {
+    if (quiet >= 0) close(quiet);
+    if (saved >= 0) close(saved);
+    return;
+  }
+  dup2(quiet, 2);
+  close(quiet);
+  silenced_stderr.store(saved);
+}
+
+// Points stderr back where it was; once, whichever thread comes first.
+void restore_stderr() {
+  int saved = silenced_stderr.exchange(-1);
+  if (saved >= 0) {
+    dup2(saved, 2);
+    close(saved);
+  }
+}
+
+// A socket listening at host:port (an IPv4 or IPv6 literal), for the store of a run
+// kept to loopback: TCPStore itself listens on every interface, which would open a
+// loopback run's store to other machines.
+int listen_at(const std::string& host, uint16_t port) {
+  bool v6 = host.find(':') != std::string::npos;
+  int fd = socket(v6 ? AF_INET6 : AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) {
+    throw std::runtime_error(std::string("cannot open a socket: ") + std::strerror(errno));
+  }
+  int on = 1;
+  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof on);
+  sockaddr_storage address{};
+  socklen_t length;
+  if (v6) {
+    auto* ipv6 = reinterpret_cast<sockaddr_in6*>(&address);
+    ipv6->sin6_family = AF_INET6;
+    ipv6->sin6_port = htons(port);
+    inet_pton(AF_INET6, host.c_str(), &ipv6->sin6_addr);
+    length = sizeof(sockaddr_in6);
+  } else {
+    auto* ipv4 = reinterpret_cast<sockaddr_in*>(&address);
+    ipv4->sin_family = AF_INET;
+    ipv4->sin_port = htons(port);
+    inet_pton(AF_INET, host.c_str(), &ipv4->sin_addr);
+    length = sizeof(sockaddr_in);
+  }
+  if (bind(fd, reinterpret_cast<sockaddr*>(&address), length) != 0 || listen(fd, SOMAXCONN) != 0) {
+    int reason = errno;
+    close(fd);
+    throw std::runtime_error("the store cannot listen at " + host + ":" + std::to_string(port) +
+                             " (" + std::strerror(reason) +
+                             "): another run or service holds the port; pick a free MASTER_PORT");
+  }
+  return fd;
+}
+
 // Runs `body`, turning anything it throws into a message and -1.
 template <typename Body>
 int guarded(char* error, size_t capacity, Body body) {
@@ -118,7 +190,12 @@ void* a3g_c10d_join(const char* host, uint16_t port, int rank, int world_size,
       c10::initLogging();
     } else {
       FLAGS_caffe2_log_level = 3;  // fatal only
+      silence_stderr();
     }
+    struct Restore {
+      ~Restore() { restore_stderr(); }
+    } restore;
+    std::string loopback = bind_host == nullptr ? "" : bind_host;
 #ifdef USE_C10D_NCCL
     // A blocking wait makes an NCCL reduction that outlives its timeout throw in
     // wait(), and so reach Rust as one line, instead of NCCL's watchdog ending the
@@ -134,6 +211,9 @@ void* a3g_c10d_join(const char* host, uint16_t port, int rank, int world_size,
     // whether the store answered at all.
     options.waitWorkers = false;
     options.timeout = timeout;
+    if (options.isServer && !loopback.empty()) {
+      options.masterListenFd = listen_at(loopback, port);
+    }
     auto tcp = c10::make_intrusive<c10d::TCPStore>(std::string(host), options);
     __atomic_store_n(phase, kMeetingRanks, __ATOMIC_RELEASE);
     // A prefix of its own keeps a3g's keys apart from a launcher's in a shared store,
@@ -144,14 +224,30 @@ void* a3g_c10d_join(const char* host, uint16_t port, int rank, int world_size,
     // A rank of another run on the same port (a second world started on a running
     // one's MASTER_PORT, or two ranks given one RANK) would take part in Gloo's
     // set-up of a world that is not its own and fail there only after the timeout.
+    std::string address = std::string(host) + ":" + std::to_string(port);
     if (store->add("claims/rank" + std::to_string(rank), 1) > 1) {
       throw std::runtime_error(
           "rank " + std::to_string(rank) + " has already joined the world whose store is at " +
-          std::string(host) + ":" + std::to_string(port) +
-          ": another run uses that port, or two ranks were given the same rank");
+          address + ": another run uses that port, two ranks were given the same rank, or this " +
+          "rank was restarted while the others were still meeting (restart them all)");
+    }
+    // Every rank must agree on the world's size, or Gloo's set-up can complete for
+    // some ranks and not others, who then fail only at the first exchange.
+    std::string own_size = std::to_string(world_size);
+    if (rank == 0) {
+      store->set("world_size", std::vector<uint8_t>(own_size.begin(), own_size.end()));
+    } else {
+      auto value = store->get("world_size");
+      std::string rank_zero_size(value.begin(), value.end());
+      if (rank_zero_size != own_size) {
+        throw std::runtime_error("this rank's WORLD_SIZE is " + own_size + " and rank 0's at " +
+                                 address + " is " + rank_zero_size +
+                                 ": start every rank with the same WORLD_SIZE (or another run " +
+                                 "uses that port)");
+      }
     }
     auto gloo_options = c10d::ProcessGroupGloo::Options::create(timeout);
-    gloo_options->devices.push_back(gloo_device(bind_host == nullptr ? "" : bind_host));
+    gloo_options->devices.push_back(gloo_device(loopback));
     auto gloo = c10::make_intrusive<c10d::ProcessGroupGloo>(store, rank, world_size,
                                                             gloo_options);
     joined = new Group{store, gloo};
@@ -159,6 +255,10 @@ void* a3g_c10d_join(const char* host, uint16_t port, int rank, int world_size,
   });
   return joined;
 }
+
+// Points stderr back where it was before a join silenced it: called by a rank whose
+// join outlived its timeout, before it reports so.
+void a3g_c10d_restore_stderr() { restore_stderr(); }
 
 void a3g_c10d_leave(void* group) {
   auto* joined = static_cast<Group*>(group);

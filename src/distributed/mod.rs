@@ -55,6 +55,14 @@ impl Launch {
             })
         };
         let (rank, world_size) = (number(rank_name)?, number(size_name)?);
+        // c10d and Gloo number ranks with C ints: a larger size would wrap around.
+        if world_size > i32::MAX as usize {
+            return Err(Error::BadArguments(format!(
+                "the launcher gave {size_name}={world_size}, beyond the {} ranks c10d can number; set the \
+                 number of ranks the run has",
+                i32::MAX
+            )));
+        }
         if world_size == 0 || rank >= world_size {
             return Err(Error::BadArguments(format!(
                 "the launcher gave {rank_name}={rank} with {size_name}={world_size}; a rank must be below the \
@@ -81,17 +89,33 @@ impl Launch {
         Ok(Some(Launch {
             rank,
             world_size,
-            store_host: store_host.trim().to_string(),
+            store_host: checked_host(&store_host)?,
             store_port,
             serves_store: rank == 0 && !agent_serves,
             local_rank,
         }))
     }
 
-    /// What to tell a user whose environment names a rank but no MASTER_ADDR, which
-    /// runs on one machine: that it does, and how to train across machines instead.
+    /// What to tell a user whose environment names a rank but not all a launch needs
+    /// (MASTER_ADDR, or one of a launcher's pair of variables), which runs on one
+    /// machine: that it does, and how to train across machines instead.
     pub fn ignored(var: impl Fn(&str) -> Option<String>) -> Option<String> {
-        let (rank_name, size_name) = launcher_variables(&var)?;
+        let Some((rank_name, size_name)) = launcher_variables(&var) else {
+            let (set, unset) = LAUNCHER_PAIRS.into_iter().find_map(|(rank, size)| {
+                match (var(rank).is_some(), var(size).is_some()) {
+                    (true, false) => Some((rank, size)),
+                    (false, true) => Some((size, rank)),
+                    _ => None,
+                }
+            })?;
+            return master_addr(&var).is_some().then(|| {
+                format!(
+                    "note: {set} and MASTER_ADDR are set but {unset} is not, so this run trains on this \
+                     machine alone; set {unset} too (launchers such as torchrun set both) to train across \
+                     machines"
+                )
+            });
+        };
         master_addr(&var).is_none().then(|| {
             format!(
                 "note: {rank_name} and {size_name} are set but MASTER_ADDR is not, so this run trains on this \
@@ -117,17 +141,36 @@ fn master_addr(var: &impl Fn(&str) -> Option<String>) -> Option<String> {
     var("MASTER_ADDR").filter(|host| !host.trim().is_empty())
 }
 
+/// The launchers' rank and world-size variables: torchrun's, Slurm's, Open MPI's.
+const LAUNCHER_PAIRS: [(&str, &str); 3] = [
+    ("RANK", "WORLD_SIZE"),
+    ("SLURM_PROCID", "SLURM_NTASKS"),
+    ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"),
+];
+
 /// The rank and world-size variables of the first launcher whose pair is set.
 fn launcher_variables(
     var: &impl Fn(&str) -> Option<String>,
 ) -> Option<(&'static str, &'static str)> {
-    [
-        ("RANK", "WORLD_SIZE"),
-        ("SLURM_PROCID", "SLURM_NTASKS"),
-        ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"),
-    ]
-    .into_iter()
-    .find(|(rank, size)| var(rank).is_some() && var(size).is_some())
+    LAUNCHER_PAIRS.into_iter().find(|(rank, size)| var(rank).is_some() && var(size).is_some())
+}
+
+/// MASTER_ADDR as a host c10d can connect to: trimmed, an IPv6 literal taken out of
+/// its brackets; one with a port attached is refused, as c10d would look for a host
+/// of that name until the timeout.
+fn checked_host(text: &str) -> Result<String> {
+    let host = text.trim();
+    let unbracketed = host.strip_prefix('[').and_then(|rest| rest.strip_suffix(']'));
+    if let Some(inner) = unbracketed.filter(|inner| inner.parse::<std::net::Ipv6Addr>().is_ok()) {
+        return Ok(inner.to_string());
+    }
+    if host.contains(':') && host.parse::<std::net::Ipv6Addr>().is_err() {
+        return Err(Error::BadArguments(format!(
+            "MASTER_ADDR is {text:?}, which is not a host name or IP address (a port attached?); set \
+             MASTER_ADDR to rank 0's host alone and its port in MASTER_PORT"
+        )));
+    }
+    Ok(host.to_string())
 }
 
 /// Where a rank sums the ranks' changes to the model at each sync.
@@ -247,7 +290,18 @@ mod tests {
             ("MASTER_PORT", "70000"),
         ]);
         assert!(bad_port.contains("MASTER_PORT is \"70000\""), "{bad_port}");
-        for text in [rank_too_big, not_a_number, bad_port] {
+        // c10d numbers ranks with C ints: 2^32 + 2 would wrap around to a world of 2.
+        let wrapping =
+            message(&[("RANK", "0"), ("WORLD_SIZE", "4294967298"), ("MASTER_ADDR", "a")]);
+        assert!(wrapping.contains("WORLD_SIZE=4294967298, beyond"), "{wrapping}");
+        let with_port =
+            message(&[("RANK", "0"), ("WORLD_SIZE", "2"), ("MASTER_ADDR", "127.0.0.1:29644")]);
+        assert!(
+            with_port.contains("MASTER_ADDR is \"127.0.0.1:29644\"")
+                && with_port.contains("MASTER_PORT"),
+            "{with_port}"
+        );
+        for text in [rank_too_big, not_a_number, bad_port, wrapping, with_port] {
             assert!(!text.contains('\n'), "{text}");
         }
     }
@@ -283,5 +337,29 @@ mod tests {
                 .into_iter()
                 .collect();
         assert_eq!(Launch::ignored(|name| launched.get(name).map(|value| value.to_string())), None);
+        // Half of a launcher's pair with MASTER_ADDR is a launch gone wrong, said so.
+        let half: HashMap<&str, &str> =
+            [("RANK", "1"), ("MASTER_ADDR", "127.0.0.1")].into_iter().collect();
+        assert_eq!(launch(&[("RANK", "1"), ("MASTER_ADDR", "127.0.0.1")]).unwrap(), None);
+        let note =
+            Launch::ignored(|name| half.get(name).map(|value| value.to_string())).expect("a note");
+        assert!(
+            note.starts_with("note: RANK and MASTER_ADDR are set but WORLD_SIZE is not"),
+            "{note}"
+        );
+    }
+
+    /// An IPv6 literal in brackets is taken out of them; hosts pass as they are.
+    #[test]
+    fn master_addr_takes_hosts_and_bracketed_ipv6() {
+        let host = |addr: &str| {
+            launch(&[("RANK", "0"), ("WORLD_SIZE", "2"), ("MASTER_ADDR", addr)])
+                .unwrap()
+                .unwrap()
+                .store_host
+        };
+        assert_eq!(host("[::1]"), "::1");
+        assert_eq!(host("::1"), "::1");
+        assert_eq!(host(" node-3.cluster "), "node-3.cluster");
     }
 }
