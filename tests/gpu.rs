@@ -44,15 +44,16 @@ fn binary_needs_libtorch_cuda() {
 /// `a3g devices` names libtorch's version and folder, whether its CUDA libraries are
 /// loaded and for which CUDA version, and the devices --gpu-ids can name; where there
 /// is no GPU it says why on one line, whether training across machines is built in
-/// (as the build found gloo's headers), and it prints nothing on stderr (no libtorch
-/// warnings about a missing driver).
+/// (as the build found gloo's headers), what `--precision auto` takes (bf16 on a CPU
+/// whose flags list avx512_bf16 or amx_bf16), and it prints nothing on stderr (no
+/// libtorch warnings about a missing driver).
 #[test]
 fn devices_reports_cuda_state() {
     let run = Scratch::new("devices").a3g(&["devices"]);
     assert!(run.status.success(), "{}", run.stderr);
     assert_eq!(run.stderr, "");
     let lines: Vec<&str> = run.stdout.lines().collect();
-    assert_eq!(lines.len(), 4, "{}", run.stdout);
+    assert_eq!(lines.len(), 5, "{}", run.stdout);
     let folder = libtorch_lib();
     // Compared as real paths: the RPATH may run through a symlink the loader resolved.
     let reported = lines[0].split(" from ").nth(1).map(PathBuf::from);
@@ -85,6 +86,10 @@ fn devices_reports_cuda_state() {
         "{}",
         lines[3]
     );
+    let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    let native = cpuinfo.split_whitespace().any(|flag| flag == "avx512_bf16" || flag == "amx_bf16");
+    let cpu = if native { "bf16" } else { "fp32" };
+    assert!(lines[4].starts_with(&format!("--precision auto: {cpu} on the CPU")), "{}", lines[4]);
     // With the CUDA wheel (its NCCL beside it) and the headers set-up fetched for it
     // (where build.rs looks), a shim that fell back to Gloo alone (a build warning
     // only) is a failure.
