@@ -45,11 +45,11 @@ fn main() {
     }
 }
 
-/// a3g's ELU kernel (src/elu.cpp), against libtorch's own headers, which every
+/// a3g's ELU kernel (src/model/elu.cpp), against libtorch's own headers, which every
 /// libtorch has; on other architectures than x86-64, or where it does not compile,
-/// a3g uses libtorch's ELU (src/elu.rs).
+/// a3g uses libtorch's ELU (src/model/elu.rs).
 fn compile_elu_kernel(libtorch_lib: &Path) {
-    let kernel = "src/elu.cpp";
+    let kernel = "src/model/elu.cpp";
     println!("cargo:rerun-if-changed={kernel}");
     // The kernel is AVX2 code; other architectures keep libtorch's ELU.
     if std::env::var("CARGO_CFG_TARGET_ARCH").as_deref() != Ok("x86_64") {

@@ -1,4 +1,4 @@
-//! Benchmark: a3g's ELU kernel (src/elu.cpp) against libtorch's ELU on the universe
+//! Benchmark: a3g's ELU kernel (src/model/elu.cpp) against libtorch's ELU on the universe
 //! network's first conv output, channels-last, for a GA3C trainer's batch (8 segments
 //! of 20 steps), a predictor's (about 10 agents) and an A3C worker's single screen:
 //! ns per element, forward alone and forward with the backward pass.
@@ -7,7 +7,7 @@
 
 use std::time::Instant;
 
-use a3g::elu::elu;
+use a3g::model::elu::elu;
 use tch::{Device, Kind, Tensor};
 
 /// An ELU implementation under test.

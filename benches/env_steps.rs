@@ -6,9 +6,9 @@
 
 use std::time::{Duration, Instant};
 
+use a3g::env::atari::crop::Crop;
+use a3g::env::atari::wrappers::{preprocess, RunningNormalizer};
 use a3g::env::atari::{BundledRom, Emulator, EmulatorConfig};
-use a3g::env::crop::Crop;
-use a3g::env::wrappers::{preprocess, RunningNormalizer};
 use a3g::env::{self, Action, EnvOptions};
 
 /// How long each measurement runs.

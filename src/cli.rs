@@ -7,6 +7,7 @@ use std::time::Duration;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use serde::{Deserialize, Serialize};
 
+use crate::distributed::SyncMerge;
 use crate::env::{CropTable, EnvOptions, Screen};
 
 /// Asynchronous advantage actor-critic (A3C) and its GPU-hybrid form A3G.
@@ -136,21 +137,6 @@ pub enum PrecisionName {
     Bf16,
     #[value(name = "auto")]
     Auto,
-}
-
-/// How a sync between ranks combines their changes to the model (`--sync-merge`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum SyncMerge {
-    /// Every rank's updates are applied, as if all the ranks' threads trained one
-    /// Hogwild model (the other ranks' updates arriving up to an interval late): with N
-    /// ranks the model moves N times as far per sync as with the mean.
-    #[value(name = "sum")]
-    Sum,
-    /// The ranks' changes are averaged (model averaging): per sync the model moves
-    /// about as far as one rank's updates took it, with less noise.
-    #[value(name = "mean")]
-    Mean,
 }
 
 /// The shared optimizer.

@@ -8,7 +8,6 @@ use std::path::{Path, PathBuf};
 
 use tch::{Cuda, Device, Kind, Tensor};
 
-use crate::distributed::c10d;
 use crate::error::{Error, Result};
 
 /// The device for `--gpu-id`: -1 is the CPU, 0 and up a CUDA device that must exist.
@@ -282,6 +281,7 @@ pub fn run() -> crate::Result<()> {
     let mut devices = vec!["cpu (--gpu-ids -1)".to_string()];
     devices.extend((0..report.devices).map(|index| format!("cuda:{index} (--gpu-ids {index})")));
     crate::console::say(&format!("devices: {}", devices.join(", ")));
+    crate::console::say(crate::distributed::built_in_line());
     let cpu_bf16 = crate::precision::native_bf16_cpu();
     crate::console::say(&format!(
         "--precision auto: {} on the CPU ({}){}",
@@ -297,16 +297,6 @@ pub fn run() -> crate::Result<()> {
             String::new()
         }
     ));
-    crate::console::say(if c10d::NCCL_BUILT_IN {
-        "training across machines: built in (c10d with Gloo, and NCCL for ranks with --gpu-ids; \
-         docs/distributed.md)"
-    } else if c10d::BUILT_IN {
-        "training across machines: built in (c10d with Gloo; ranks with --gpu-ids sum through Gloo too, \
-         as set-up found no CUDA headers for NCCL; docs/distributed.md)"
-    } else {
-        "training across machines: not built in (set-up found no gloo headers, Debian's libgloo-dev; \
-         docs/distributed.md)"
-    });
     Ok(())
 }
 
@@ -341,7 +331,11 @@ mod tests {
             ("ga3c/segment.rs", include_str!("ga3c/segment.rs")),
             ("ga3c/trainer.rs", include_str!("ga3c/trainer.rs")),
             ("gradients.rs", include_str!("gradients.rs")),
-            ("model.rs", include_str!("model.rs")),
+            ("model/mod.rs", include_str!("model/mod.rs")),
+            ("model/lstm.rs", include_str!("model/lstm.rs")),
+            ("model/a3clstm.rs", include_str!("model/a3clstm.rs")),
+            ("model/universe.rs", include_str!("model/universe.rs")),
+            ("model/mlp.rs", include_str!("model/mlp.rs")),
             ("policy.rs", include_str!("policy.rs")),
             ("rollout.rs", include_str!("rollout.rs")),
             ("shared.rs", include_str!("shared.rs")),

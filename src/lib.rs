@@ -11,8 +11,10 @@
 //!   `env/numpy_rng.rs`); the simulated ones run under one time limit
 //!   (`env/time_limit.rs`).
 //! - [`envs`]: the `a3g envs` subcommand.
-//! - [`model`]: the actor-critic networks, the universe network's ELU in [`elu`] (a
-//!   CPU kernel of a3g's own); [`policy`]: choosing actions from them.
+//! - [`model`]: the actor-critic networks, one file a body (`a3clstm`, `universe`
+//!   with its ELU in [`model::elu`], a CPU kernel of a3g's own, `mlp`), the LSTM cell
+//!   and its tape (`model/lstm.rs`); [`precision`]: their bf16 passes; [`policy`]:
+//!   choosing actions from them.
 //! - [`rollout`]: returns, GAE and the loss; [`gradients`]: an update's gradients on
 //!   their way to the shared model; [`shared_optim`]: the shared optimizers;
 //!   [`shared`]: the shared model and the one way threads read and update it.
@@ -53,13 +55,15 @@
 //!   emulator frames. Counters carry their unit (`env_frames`, `agent_steps`).
 
 pub mod a3c;
+#[cfg(test)]
+mod architecture;
 pub mod checkpoint;
 pub mod cli;
 pub mod config;
 pub mod console;
+pub mod counters;
 pub mod device;
 pub mod distributed;
-pub mod elu;
 pub mod env;
 pub mod envs;
 pub mod error;

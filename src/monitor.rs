@@ -14,6 +14,7 @@ use tch::Tensor;
 use crate::checkpoint::{self, CheckpointWriter, SavedCounters, Sidecar};
 use crate::config::TrainConfig;
 use crate::console;
+use crate::counters::TrainingCounters;
 use crate::distributed::rank::PeerCounters;
 use crate::error::{Error, Result};
 use crate::game_log::{self, GameLog, MEAN_WINDOW};
@@ -21,7 +22,7 @@ use crate::shared::SharedModel;
 use crate::stop::{self, Stop, StopReason};
 use crate::tensorboard::{Board, TrainingFigures};
 use crate::test_agent::{EpisodeStats, PinnedWeights};
-use crate::trainer::{RunningTrainer, TrainingCounters};
+use crate::trainer::RunningTrainer;
 
 /// A test game's weights worth a checkpoint, with what its sidecar records.
 struct Keep {

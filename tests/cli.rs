@@ -2,7 +2,7 @@
 
 use std::process::{Command, Stdio};
 
-use crate::util::{assert_one_line_error, Scratch};
+use crate::util::{assert_one_line_error, cartpole, Scratch};
 
 /// `a3g --version` prints the package name and version and exits 0.
 #[test]
@@ -144,7 +144,7 @@ fn negative_reward_flags_say_what_is_allowed() {
         ("--reward-clip", "write a positive number, or off"),
         ("--reward-scale", "write a positive number"),
     ] {
-        let run = scratch.a3g(&["train", "--env", "CartPole-v1", flag, "-1"]);
+        let run = scratch.a3g_owned(&cartpole(&[flag, "-1"]));
         assert_eq!(run.status.code(), Some(2), "{}", run.stderr);
         assert!(run.stderr.contains(flag) && run.stderr.contains(allowed), "{}", run.stderr);
         assert!(!run.stderr.contains("unexpected argument"), "{}", run.stderr);

@@ -4,8 +4,8 @@
 use std::collections::hash_map::DefaultHasher;
 use std::hash::{Hash, Hasher};
 
+use a3g::env::atari::wrappers::FrameEnv;
 use a3g::env::atari::{AtariGame, AtariId, Frameskip};
-use a3g::env::wrappers::FrameEnv;
 use a3g::env::{self, Action, EnvOptions};
 
 /// A fingerprint of `steps` agent steps of `id` from seed `seed` under a fixed action

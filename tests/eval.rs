@@ -12,7 +12,7 @@ use a3g::checkpoint;
 use a3g::model::{ActorCritic, Body, Head, LstmState, ModelSpec, Policy};
 use tch::{nn, Device, Kind, Tensor};
 
-use crate::util::{assert_one_line_error, pytorch_path, Scratch};
+use crate::util::{assert_one_line_error, cartpole, pytorch_path, Scratch};
 
 fn fixture(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(name)
@@ -300,17 +300,14 @@ fn eval_plays_a_legacy_pytorch_checkpoint() {
 #[test]
 fn eval_reads_dimensions_from_the_checkpoint() {
     let scratch = Scratch::new("eval-roundtrip");
-    let train = scratch.a3g(&[
-        "train",
-        "--env",
-        "CartPole-v1",
+    let train = scratch.a3g_owned(&cartpole(&[
         "--workers",
         "1",
         "--hidden-size",
         "24",
         "--max-steps",
         "300",
-    ]);
+    ]));
     assert!(train.status.success(), "{}", train.stderr);
     let run = scratch.a3g(&[
         "eval",

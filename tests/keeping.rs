@@ -5,7 +5,7 @@
 //! shares too big for the machine.
 
 use crate::util::{
-    assert_one_line_error, copy_shipped, edit_sidecar, saved_agent_steps, sidecar_json,
+    assert_one_line_error, cartpole, copy_shipped, edit_sidecar, saved_agent_steps, sidecar_json,
     small_cartpole, Scratch,
 };
 
@@ -224,17 +224,14 @@ fn runs_too_big_for_the_machine_are_refused() {
         );
         assert!(started.elapsed().as_secs() < 20, "{trainer} took {:?}", started.elapsed());
     }
-    let line = assert_one_line_error(&scratch.a3g(&[
-        "train",
-        "--env",
-        "CartPole-v1",
+    let line = assert_one_line_error(&scratch.a3g_owned(&cartpole(&[
         "--workers",
         "200",
         "--hidden-size",
         "10000",
         "--shared-optimizer",
         "false",
-    ]));
+    ])));
     assert!(
         line.contains("--shared-optimizer false") && line.contains("199 more copies"),
         "{line}"

@@ -7,7 +7,9 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::util::{assert_one_line_error, copy_shipped, signal, small_cartpole, Lines, Scratch};
+use crate::util::{
+    assert_one_line_error, cartpole, copy_shipped, signal, small_cartpole, Lines, Scratch,
+};
 
 fn spawn(scratch: &Scratch, args: &[String]) -> Child {
     Command::new(env!("CARGO_BIN_EXE_a3g"))
@@ -225,13 +227,8 @@ fn closed_stdout_does_not_stop_training() {
 #[test]
 fn oversized_model_is_refused() {
     let scratch = Scratch::new("huge-model");
-    let line = assert_one_line_error(&scratch.a3g(&[
-        "train",
-        "--env",
-        "CartPole-v1",
-        "--hidden-size",
-        "4000000000",
-    ]));
+    let line =
+        assert_one_line_error(&scratch.a3g_owned(&cartpole(&["--hidden-size", "4000000000"])));
     assert!(line.contains("--hidden-size 4000000000") && line.contains("smaller"), "{line}");
 }
 

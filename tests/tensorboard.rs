@@ -4,7 +4,7 @@
 use std::path::Path;
 use std::process::Command;
 
-use crate::util::{assert_one_line_error, Scratch};
+use crate::util::{assert_one_line_error, cartpole, Scratch};
 
 /// A short CartPole run's event files hold the test games (the same scores as the
 /// game log, indexed by agent steps), training rates and losses, the learning rate,
@@ -19,10 +19,7 @@ fn event_files_read_back_in_tensorboard() {
         reader_path.display()
     );
     let scratch = Scratch::new("tensorboard");
-    let run = scratch.a3g(&[
-        "train",
-        "--env",
-        "CartPole-v1",
+    let run = scratch.a3g_owned(&cartpole(&[
         "--workers",
         "1",
         "--hidden-size",
@@ -34,7 +31,7 @@ fn event_files_read_back_in_tensorboard() {
         "--status-interval",
         "0.2",
         "--tensorboard-logger",
-    ]);
+    ]));
     assert!(run.status.success(), "{}", run.stderr);
     let run_dir = scratch.path("runs/CartPole-v1_training");
     assert!(run.stdout.contains("TensorBoard event files are in runs/CartPole-v1_training"));
@@ -98,14 +95,11 @@ fn event_files_read_back_in_tensorboard() {
 fn unwritable_tensorboard_dir_is_one_line() {
     let scratch = Scratch::new("tensorboard-bad");
     scratch.write("runs", "a file where the folder should be");
-    let line = assert_one_line_error(&scratch.a3g(&[
-        "train",
-        "--env",
-        "CartPole-v1",
+    let line = assert_one_line_error(&scratch.a3g_owned(&cartpole(&[
         "--max-steps",
         "10",
         "--tensorboard-logger",
-    ]));
+    ])));
     assert!(line.contains("TensorBoard folder") && line.contains("runs"), "{line}");
 }
 

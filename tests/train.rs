@@ -5,8 +5,8 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::util::{
-    assert_one_line_error, edit_sidecar, saved_agent_steps, sidecar_json, signal, small_cartpole,
-    Lines, Scratch,
+    assert_one_line_error, cartpole, edit_sidecar, saved_agent_steps, sidecar_json, signal,
+    small_cartpole, Lines, Scratch,
 };
 
 /// A few hundred Atari steps with two workers write the log (starting with the
@@ -186,14 +186,12 @@ fn bad_train_input_is_one_line() {
     let scratch = Scratch::new("train-bad");
     let line = assert_one_line_error(&scratch.a3g(&["train", "--env", "Pongg-v4"]));
     assert!(line.contains("unknown environment id \"Pongg-v4\""), "{line}");
-    let line = assert_one_line_error(&scratch.a3g(&["train", "--env", "CartPole-v1", "--load"]));
+    let line = assert_one_line_error(&scratch.a3g_owned(&cartpole(&["--load"])));
     assert!(line.contains("no checkpoint for CartPole-v1 in trained_models"), "{line}");
-    let line =
-        assert_one_line_error(&scratch.a3g(&["train", "--env", "CartPole-v1", "--workers", "0"]));
+    let line = assert_one_line_error(&scratch.a3g_owned(&cartpole(&["--workers", "0"])));
     assert!(line.contains("--workers") && line.contains("leave it out"), "{line}");
     // 99 is beyond any machine's GPUs, and no GPU at all where there is no CUDA.
-    let line =
-        assert_one_line_error(&scratch.a3g(&["train", "--env", "CartPole-v1", "--gpu-ids", "99"]));
+    let line = assert_one_line_error(&scratch.a3g_owned(&cartpole(&["--gpu-ids", "99"])));
     assert!(line.contains("--gpu-ids 99") && line.contains("-1"), "{line}");
 
     let run = scratch.a3g_owned(&small_cartpole(&["--max-steps", "10"]));
@@ -202,14 +200,8 @@ fn bad_train_input_is_one_line() {
     let resumed = scratch.a3g_owned(&small_cartpole(&["--load", "--max-steps", "20"]));
     assert!(resumed.status.success(), "{}", resumed.stderr);
     let model = scratch.path("trained_models/CartPole-v1.safetensors");
-    let line = assert_one_line_error(&scratch.a3g(&[
-        "train",
-        "--env",
-        "CartPole-v1",
-        "--hidden-size",
-        "32",
-        "--load",
-    ]));
+    let line =
+        assert_one_line_error(&scratch.a3g_owned(&cartpole(&["--hidden-size", "32", "--load"])));
     assert!(line.contains("--hidden-size 32") && line.contains("hidden size of 16"), "{line}");
 
     // A damaged model with a complete previous set beside it: that set is used, and
@@ -218,16 +210,7 @@ fn bad_train_input_is_one_line() {
     let previous = scratch.path("trained_models/CartPole-v1.prev.safetensors");
     assert!(previous.exists(), "the resumed run's save leaves a previous set");
     std::fs::write(&model, &damaged).unwrap();
-    let run = scratch.a3g(&[
-        "train",
-        "--env",
-        "CartPole-v1",
-        "--hidden-size",
-        "16",
-        "--load",
-        "--max-steps",
-        "30",
-    ]);
+    let run = scratch.a3g_owned(&cartpole(&["--hidden-size", "16", "--load", "--max-steps", "30"]));
     assert!(run.status.success(), "{}", run.stderr);
     assert!(
         run.stderr.contains("CartPole-v1.safetensors")
@@ -239,14 +222,8 @@ fn bad_train_input_is_one_line() {
     // Both sets damaged: refused on one line, and neither file is overwritten.
     std::fs::write(&model, &damaged).unwrap();
     std::fs::write(&previous, &damaged).unwrap();
-    let line = assert_one_line_error(&scratch.a3g(&[
-        "train",
-        "--env",
-        "CartPole-v1",
-        "--hidden-size",
-        "16",
-        "--load",
-    ]));
+    let line =
+        assert_one_line_error(&scratch.a3g_owned(&cartpole(&["--hidden-size", "16", "--load"])));
     assert!(
         line.contains("cannot read checkpoint") && line.contains("CartPole-v1.safetensors"),
         "{line}"

@@ -171,14 +171,15 @@ pub fn signal(child: &Child, name: &str) {
     assert!(status.success());
 }
 
+/// `a3g train`'s arguments on CartPole-v1, with `extra` flags after the env.
+pub fn cartpole(extra: &[&str]) -> Vec<String> {
+    ["train", "--env", "CartPole-v1"].iter().chain(extra).map(|flag| flag.to_string()).collect()
+}
+
 /// A small CartPole training run's flags (one worker, 16 hidden units), with its own
 /// extra flags after them.
 pub fn small_cartpole(extra: &[&str]) -> Vec<String> {
-    ["train", "--env", "CartPole-v1", "--workers", "1", "--hidden-size", "16"]
-        .iter()
-        .chain(extra)
-        .map(|flag| flag.to_string())
-        .collect()
+    cartpole(&[&["--workers", "1", "--hidden-size", "16"], extra].concat())
 }
 
 /// Copies the set of `env`'s shipped model (trained_models/ of the checkout) into the

@@ -9,11 +9,12 @@ use std::thread::JoinHandle;
 
 use crate::config::{A3cConfig, MemoryPlan, TrainConfig};
 use crate::console;
+use crate::counters::TrainingCounters;
 use crate::device;
 use crate::error::Result;
 use crate::shared::SharedModel;
 use crate::supervisor::Supervisor;
-use crate::trainer::{own_optimizers, RunningTrainer, Trainer, TrainingCounters};
+use crate::trainer::{own_optimizers, RunningTrainer, Trainer};
 use worker::{Worker, WorkerQueue, WorkerSetup};
 
 /// The running A3C trainer: its training threads.

@@ -20,6 +20,7 @@ use std::time::{Duration, Instant};
 use crossbeam::channel::{Receiver, RecvTimeoutError, Sender};
 use tch::Device;
 
+use crate::counters::{lap, TrainingCounters};
 use crate::device;
 use crate::env::rng::Rng;
 use crate::env::{ActionSpace, Env};
@@ -30,7 +31,6 @@ use crate::policy;
 use crate::rollout::{LossConfig, RewardShaping, Rollout};
 use crate::shared::{LocalModel, SharedModel};
 use crate::stop::Stop;
-use crate::trainer::{lap, TrainingCounters};
 
 /// A played rollout on its way to its update.
 struct Collected {
@@ -357,7 +357,7 @@ mod tests {
 
     /// An update gives the LSTM's weights their gradients: a rollout runs its LSTM
     /// steps with those weights detached, and only the tape's products, added after
-    /// the backward pass, reach them (model.rs checks their values against autograd).
+    /// the backward pass, reach them (model/lstm.rs and the model tests check their values against autograd).
     #[test]
     fn an_update_gives_the_lstm_weights_gradients() {
         let (mut worker, local) = worker("CartPole-v1", Device::Cpu, false);

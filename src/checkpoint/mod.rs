@@ -48,7 +48,7 @@ pub const RESUMABLE_COUNTER: u64 = 1 << 50;
 pub const RUN_STEP_LIMIT: u64 = RESUMABLE_COUNTER - (1 << 40);
 
 /// The progress a checkpoint records and a resumed run continues from (the live,
-/// atomic counterpart is [`crate::monitor::TrainingCounters`]).
+/// atomic counterpart is [`crate::counters::TrainingCounters`]).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct SavedCounters {
     pub agent_steps: u64,

@@ -13,12 +13,11 @@ use tch::Device;
 
 use crate::checkpoint::{self, Checkpoint, FolderLock, Sidecar};
 use crate::cli::{
-    EnvArgs, EvalArgs, Ga3cArgs, ModelName, OptimizerName, PrecisionName, SyncMerge, TrainArgs,
-    TrainerName,
+    EnvArgs, EvalArgs, Ga3cArgs, ModelName, OptimizerName, PrecisionName, TrainArgs, TrainerName,
 };
 use crate::console;
 use crate::device;
-use crate::distributed::{c10d, Launch, ModelSum};
+use crate::distributed::{c10d, Launch, ModelSum, SyncMerge};
 use crate::env::{self, atari::AtariId, Crop, CropTable, Env, EnvOptions, Screen};
 use crate::error::{Error, Result};
 use crate::input_norm::{InputNorm, MEASURE_SEED, MEASURE_STEPS};

@@ -7,11 +7,27 @@ pub mod c10d;
 pub mod rank;
 pub mod sync;
 
+pub use sync::SyncMerge;
+
 use std::time::Duration;
 
 use tch::Device;
 
 use crate::error::{Error, Result};
+
+/// What `a3g devices` says of training across machines in this build.
+pub fn built_in_line() -> &'static str {
+    if c10d::NCCL_BUILT_IN {
+        "training across machines: built in (c10d with Gloo, and NCCL for ranks with --gpu-ids; \
+         docs/distributed.md)"
+    } else if c10d::BUILT_IN {
+        "training across machines: built in (c10d with Gloo; ranks with --gpu-ids sum through Gloo too, \
+         as set-up found no CUDA headers for NCCL; docs/distributed.md)"
+    } else {
+        "training across machines: not built in (set-up found no gloo headers, Debian's libgloo-dev; \
+         docs/distributed.md)"
+    }
+}
 
 /// The port torch.distributed's launchers use when MASTER_PORT is not set.
 pub const DEFAULT_PORT: u16 = 29500;

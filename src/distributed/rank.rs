@@ -9,12 +9,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::c10d::Group;
-use super::sync::SyncPoint;
-use crate::cli::SyncMerge;
+use super::sync::{SyncMerge, SyncPoint};
+use crate::counters::TrainingCounters;
 use crate::error::{Error, Result};
 use crate::shared::SharedModel;
 use crate::stop::{Stop, StopReason};
-use crate::trainer::TrainingCounters;
 
 /// What the other ranks had counted at the last sync, added to this rank's own counts
 /// in status lines and checked against `--max-steps`.

@@ -7,7 +7,23 @@
 //! exactly the other ranks' changes), so that right after a sync every rank holds the
 //! agreed model plus only the updates that landed during it.
 
-use crate::cli::SyncMerge;
+use clap::ValueEnum;
+use serde::{Deserialize, Serialize};
+
+/// How a sync between ranks combines their changes to the model (`--sync-merge`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SyncMerge {
+    /// Every rank's updates are applied, as if all the ranks' threads trained one
+    /// Hogwild model (the other ranks' updates arriving up to an interval late): with N
+    /// ranks the model moves N times as far per sync as with the mean.
+    #[value(name = "sum")]
+    Sum,
+    /// The ranks' changes are averaged (model averaging): per sync the model moves
+    /// about as far as one rank's updates took it, with less noise.
+    #[value(name = "mean")]
+    Mean,
+}
 
 impl SyncMerge {
     /// What the summed changes are multiplied by before they are applied.

@@ -5,14 +5,12 @@
 pub mod atari;
 pub mod box2d;
 pub mod classic;
-pub mod crop;
 pub mod draw;
 pub mod numpy_rng;
 pub mod rng;
 mod time_limit;
-pub mod wrappers;
 
-pub use crop::{Crop, CropTable};
+pub use atari::crop::{Crop, CropTable};
 
 use crate::error::{Error, Result};
 

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use crossbeam::channel::{RecvTimeoutError, SendTimeoutError, Sender};
 
+use crate::counters::TrainingCounters;
 use crate::env::rng::Rng;
 use crate::env::{Action, Env};
 use crate::error::{Error, Result};
@@ -16,7 +17,6 @@ use crate::ga3c::segment::Segment;
 use crate::policy;
 use crate::rollout::RewardShaping;
 use crate::stop::Stop;
-use crate::trainer::TrainingCounters;
 
 /// How often an agent waiting for its reply looks at the stop flag.
 const STOP_POLL: Duration = Duration::from_millis(50);

@@ -32,10 +32,11 @@ use std::time::Instant;
 use crossbeam::channel::{self, Receiver, Sender};
 
 use crate::config::{Ga3cConfig, MemoryPlan, TrainConfig};
+use crate::counters::TrainingCounters;
 use crate::error::Result;
 use crate::shared::SharedModel;
 use crate::supervisor::Supervisor;
-use crate::trainer::{own_optimizers, RunningTrainer, Trainer, TrainingCounters};
+use crate::trainer::{own_optimizers, RunningTrainer, Trainer};
 use agent::AgentSetup;
 use predictor::{Batching, PredictorCounters, PredictorSetup, Request, SlotTable};
 use segment::Segment;

@@ -11,13 +11,13 @@ use std::time::{Duration, Instant};
 use crossbeam::channel::{Receiver, RecvTimeoutError, Sender, TryRecvError};
 use tch::{nn, Device, Kind, Tensor};
 
+use crate::counters::TrainingCounters;
 use crate::device;
 use crate::ga3c::segment::StartState;
 use crate::model::{ActorCritic, LstmState, ModelSpec, Policy};
 use crate::precision::Precision;
 use crate::shared::SharedModel;
 use crate::stop::Stop;
-use crate::trainer::TrainingCounters;
 
 /// How often a predictor waiting for work looks at the stop flag.
 const STOP_POLL: Duration = Duration::from_millis(50);

@@ -11,13 +11,13 @@ use crossbeam::channel::{Receiver, RecvTimeoutError};
 use tch::Device;
 
 use super::segment::{batched_loss, Segment, SegmentLoss};
+use crate::counters::{lap, TrainingCounters};
 use crate::error::Result;
 use crate::model::ModelSpec;
 use crate::precision::Precision;
 use crate::rollout::LossConfig;
 use crate::shared::{LocalModel, SharedModel};
 use crate::stop::Stop;
-use crate::trainer::{lap, TrainingCounters};
 
 /// What the trainers count beyond the shared counters, for GA3C's status line.
 #[derive(Default)]

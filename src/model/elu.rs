@@ -1,5 +1,5 @@
 //! The ELU of the universe network's conv layers, through a3g's own CPU kernel
-//! (`src/elu.cpp`, compiled by build.rs against libtorch's headers as `cfg(a3g_elu)`).
+//! (`src/model/elu.cpp`, compiled by build.rs against libtorch's headers as `cfg(a3g_elu)`).
 //!
 //! The kernel computes the same function as libtorch's `elu` to within its rounding
 //! (both are within two float units in the last place), about four times faster on the
@@ -51,7 +51,7 @@ mod tests {
     #[cfg(target_arch = "x86_64")]
     fn the_kernel_is_built() {
         let built = cfg!(a3g_elu);
-        assert!(built, "src/elu.cpp did not compile: the build's warnings say why");
+        assert!(built, "src/model/elu.cpp did not compile: the build's warnings say why");
     }
 
     #[test]

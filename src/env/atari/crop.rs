@@ -13,7 +13,7 @@ use crate::error::{Error, Result};
 /// Rows of an Atari screen.
 const SCREEN_ROWS: usize = 210;
 
-const BUILT_IN: &str = include_str!("../../configs/atari_crop.json");
+const BUILT_IN: &str = include_str!("../../../configs/atari_crop.json");
 
 /// Screen rows kept for one game: `crop1 .. crop2 + 160`, i.e. 160 rows when they are
 /// equal; columns 0..160 are always kept.

@@ -15,14 +15,17 @@ use std::sync::{Mutex, Once};
 
 pub use ale::BundledRom;
 
-use super::crop::Crop;
-use super::rng::Rng;
-use super::wrappers::{
+pub mod crop;
+pub mod wrappers;
+
+use super::{Action, ActionSpace, Env, EnvOptions, Frame, Screen, Step};
+use crate::env::rng::Rng;
+use crate::error::{Error, Result};
+use crop::Crop;
+use wrappers::{
     preprocess, preprocess_universe, EpisodicLife, FireReset, FrameEnv, FrameStep, MaxAndSkip,
     NoopReset, RunningNormalizer, OBSERVATION_SIDE, UNIVERSE_SIDE,
 };
-use super::{Action, ActionSpace, Env, EnvOptions, Frame, Screen, Step};
-use crate::error::{Error, Result};
 
 /// ALE 0.6 fills static tables on first construction without synchronisation, so
 /// emulators are created and their ROMs loaded one at a time, process-wide.

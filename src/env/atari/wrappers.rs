@@ -6,7 +6,7 @@
 use std::collections::VecDeque;
 
 use super::crop::Crop;
-use super::rng::Rng;
+use crate::env::rng::Rng;
 
 /// Width of an Atari screen. Its height is the game's: 210 rows for most, more (230,
 /// 250) for games whose ROMs draw a taller frame, such as Amidar; Gym keeps them.
