@@ -5,8 +5,9 @@
 //!
 //! - [`cli`]: the command line, whose flags document every hyperparameter.
 //! - [`error`]: the library's error type; `main` prints it on one line.
-//! - [`env`](mod@env): the environments: Atari games through the ALE emulator with Gym's id
-//!   semantics and the reference's wrapper stack, classic control, and Gymnasium's
+//! - [`env`](mod@env): the environments: Atari games (`env/atari/`: the ALE emulator with
+//!   Gym's id semantics, the reference's wrapper stack and screen preprocessing, the
+//!   crop rows), classic control, and Gymnasium's
 //!   Box2D tasks (`env/box2d/`, on Box2D 2.3.1, seeded through NumPy's generator in
 //!   `env/numpy_rng.rs`); the simulated ones run under one time limit
 //!   (`env/time_limit.rs`).
@@ -24,7 +25,8 @@
 //! - [`train`]: `a3g train`, which starts a trainer and the test agent;
 //!   [`trainer`]: the contract every trainer meets (what it starts, reports and
 //!   times) and the one table of trainers; [`supervisor`]: starts, names and joins
-//!   every thread of a run, keeping the first failure typed; [`monitor`]: status
+//!   every thread of a run, keeping the first failure typed; [`counters`]: the live
+//!   counts every thread adds to and the monitor and ranks read; [`monitor`]: status
 //!   lines, test games, checkpoints and budgets for any trainer; [`stop`]: how a run
 //!   stops; [`tensorboard`]: its event files.
 //! - The trainers: [`a3c`], workers (environment, LSTM state, rollouts) taken in turn
