@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::distributed::SyncMerge;
 use crate::env::{CropTable, EnvOptions, Screen};
+pub use crate::ga3c::settings::{Ga3cArgs, PrecisionName};
 
 /// Asynchronous advantage actor-critic (A3C) and its GPU-hybrid form A3G.
 ///
@@ -79,64 +80,6 @@ pub enum TrainerName {
     /// that merge the agents' segments into one update.
     #[value(name = "ga3c")]
     Ga3c,
-}
-
-/// Flags of the batched trainer (`--trainer ga3c`); A3C ignores them.
-#[derive(Clone, Debug, Args, Serialize, Deserialize)]
-pub struct Ga3cArgs {
-    /// Predictor threads, each gathering the agents' observations into one forward pass.
-    #[arg(long, allow_negative_numbers = true, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=64), help_heading = "Batched trainer (--trainer ga3c)")]
-    pub predictors: u32,
-    /// Trainer threads, each merging segments into one update of the shared model
-    /// (default: 2 for the a3clstm network on two or more cores, else 1).
-    #[arg(long, allow_negative_numbers = true, value_parser = clap::value_parser!(u32).range(1..=64), help_heading = "Batched trainer (--trainer ga3c)")]
-    pub trainers: Option<u32>,
-    /// Most observations in one forward pass.
-    #[arg(long, allow_negative_numbers = true, default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..=4096), help_heading = "Batched trainer (--trainer ga3c)")]
-    pub predict_batch: u32,
-    /// A predictor waits for this many observations before its forward pass... (default
-    /// for Atari: a quarter of the agents with universe, half with a3clstm, at most 16;
-    /// 1 for classic control)
-    #[arg(long, allow_negative_numbers = true, value_parser = clap::value_parser!(u32).range(1..=4096), help_heading = "Batched trainer (--trainer ga3c)")]
-    pub predict_min_batch: Option<u32>,
-    /// ...or for this many microseconds after the first, whichever comes first
-    /// (default: 2000 where the minimum batch is above 1, else 0).
-    #[arg(long, allow_negative_numbers = true, value_parser = clap::value_parser!(u64).range(0..=1_000_000), help_heading = "Batched trainer (--trainer ga3c)")]
-    pub predict_timeout_us: Option<u64>,
-    /// Segments (of up to --num-steps agent steps) merged into one update (default for
-    /// Atari: as --predict-min-batch; 4 for classic control).
-    #[arg(long, allow_negative_numbers = true, value_parser = clap::value_parser!(u32).range(1..=1024), help_heading = "Batched trainer (--trainer ga3c)")]
-    pub train_batch: Option<u32>,
-    /// Updates a segment's acting weights may trail the shared model by; older
-    /// segments are dropped.
-    #[arg(long, allow_negative_numbers = true, default_value_t = 20, value_parser = clap::value_parser!(u64).range(0..=1_000_000), help_heading = "Batched trainer (--trainer ga3c)")]
-    pub max_policy_lag: u64,
-    /// Change the counts of agents, predictors and trainers by one at a time while
-    /// training, keeping a change only when agent steps/s improve over a window.
-    #[arg(long, help_heading = "Batched trainer (--trainer ga3c)")]
-    pub autotune: bool,
-    /// Seconds --autotune measures each setting for.
-    #[arg(long, allow_negative_numbers = true, default_value_t = 20.0, value_parser = parse_status_interval, help_heading = "Batched trainer (--trainer ga3c)")]
-    pub autotune_window: f64,
-    /// Precision of the batched passes (the trainers', and the predictors' of 8 or
-    /// more observations): bf16 runs the network's body in bfloat16 on fp32 weights;
-    /// auto takes bf16 where the CPU (avx512_bf16, amx_bf16) or GPU (compute
-    /// capability 8.0 on) computes it natively, as `a3g devices` says. Weights,
-    /// optimizer statistics and checkpoints stay fp32.
-    #[arg(long, value_enum, default_value_t = PrecisionName::Fp32, help_heading = "Batched trainer (--trainer ga3c)")]
-    pub precision: PrecisionName,
-}
-
-/// `--precision`'s values.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum PrecisionName {
-    #[value(name = "fp32")]
-    Fp32,
-    #[value(name = "bf16")]
-    Bf16,
-    #[value(name = "auto")]
-    Auto,
 }
 
 /// The shared optimizer.
@@ -459,7 +402,7 @@ fn parse_duration(text: &str) -> Result<HumanDuration, String> {
         })
 }
 
-fn parse_status_interval(text: &str) -> Result<f64, String> {
+pub(crate) fn parse_status_interval(text: &str) -> Result<f64, String> {
     number_in(text, |value| value > 0.0 && value <= 86_400.0)
         .ok_or_else(|| format!("{text:?} is not an interval; write seconds above 0, at most 86400"))
 }

@@ -32,9 +32,10 @@
 //! - The trainers: [`a3c`], workers (environment, LSTM state, rollouts) taken in turn
 //!   by training threads; [`ga3c`], agents, predictors that batch their forward
 //!   passes and trainers that batch their updates. A third trainer goes in a folder
-//!   of its own, its settings implementing [`trainer::Trainer`], with a row in
-//!   [`trainer::chosen`], the one table (and its flags and settings' fields in cli.rs
-//!   and config/mod.rs; the memory check in config/memory.rs).
+//!   of its own, its flags and settings in its settings.rs (as `a3c/settings.rs` and
+//!   `ga3c/settings.rs`), those settings implementing [`trainer::Trainer`], with a row
+//!   in [`trainer::chosen`], a variant of [`config::TrainerConfig`] (an arm in each of
+//!   its methods) and a value of `--trainer`.
 //!   [`test_agent`]: the test agent's thread, which every trainer runs.
 //! - [`checkpoint`]: the checkpoint set (the sidecar with the run's checked settings,
 //!   one open for `train --load` and eval, the previous-set fallback; its atomic

@@ -4,9 +4,11 @@
 //! the checked [`TrainConfig`] with the shared model, the live [`TrainingCounters`] it
 //! adds to, and the [`Supervisor`] that runs its threads; while it runs the monitor
 //! sees it only as a [`RunningTrainer`]. The monitor and the trainers depend on this
-//! module, not on each other. A third trainer is a folder of its own, whose checked
-//! settings implement [`Trainer`], and a row in [`chosen`], the one table (its flags
-//! and the settings' fields are declared in cli.rs and config/mod.rs).
+//! module, not on each other. A third trainer is a folder of its own, whose
+//! settings.rs holds its flags and checked settings, which implement [`Trainer`]; a
+//! row in [`chosen`], the one table of running trainers; a variant of
+//! [`crate::config::TrainerConfig`], with an arm in each of its methods; and a value of
+//! `--trainer`.
 
 use std::sync::Arc;
 use std::thread::JoinHandle;

@@ -2,12 +2,13 @@
 //! each its own environment, LSTM state and rollouts, taken in turn by about one
 //! training thread per core (see [`worker`] for why workers are not threads).
 
+pub mod settings;
 pub mod worker;
 
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
-use crate::config::{A3cConfig, MemoryPlan, TrainConfig};
+use crate::config::{MemoryPlan, TrainConfig};
 use crate::console;
 use crate::counters::TrainingCounters;
 use crate::device;
@@ -15,6 +16,7 @@ use crate::error::Result;
 use crate::shared::SharedModel;
 use crate::supervisor::Supervisor;
 use crate::trainer::{own_optimizers, RunningTrainer, Trainer};
+pub use settings::A3cConfig;
 use worker::{Worker, WorkerQueue, WorkerSetup};
 
 /// The running A3C trainer: its training threads.

@@ -11,18 +11,20 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use tch::Device;
 
+pub use crate::a3c::A3cConfig;
 use crate::checkpoint::{self, Checkpoint, FolderLock, Sidecar};
 use crate::cli::{
-    EnvArgs, EvalArgs, Ga3cArgs, ModelName, OptimizerName, PrecisionName, TrainArgs, TrainerName,
+    EnvArgs, EvalArgs, ModelName, OptimizerName, PrecisionName, TrainArgs, TrainerName,
 };
 use crate::console;
 use crate::device;
 use crate::distributed::{c10d, Launch, ModelSum, SyncMerge};
 use crate::env::{self, atari::AtariId, Crop, CropTable, Env, EnvOptions, Screen};
 use crate::error::{Error, Result};
+use crate::ga3c::settings::ga3c_agents_per_core;
+pub use crate::ga3c::Ga3cConfig;
 use crate::input_norm::{InputNorm, MEASURE_SEED, MEASURE_STEPS};
 use crate::model::{parameter_shapes, Body, Head, ModelSpec, MIN_STD_RANGE};
-use crate::precision::Precision;
 use crate::rollout::{LossConfig, RewardShaping};
 use crate::shared_optim::OptimizerKind;
 
@@ -130,149 +132,58 @@ pub struct TrainedWith {
     pub rewards: RewardShaping,
 }
 
-/// A3C's own settings.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct A3cConfig {
-    /// Rollout lengths handed to workers round-robin (`--num-steps`, or
-    /// `--distributed-step-size`'s list).
-    rollout_lengths: Vec<u32>,
-}
-
-impl A3cConfig {
-    /// Agent steps per rollout of worker `rank`.
-    pub fn num_steps(&self, rank: usize) -> u32 {
-        self.rollout_lengths[rank % self.rollout_lengths.len()]
-    }
-}
-
-/// GA3C's own settings, checked against each other.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct Ga3cConfig {
-    /// Agent steps per segment.
-    pub num_steps: u32,
-    pub predictors: usize,
-    pub trainers: usize,
-    pub predict_min_batch: usize,
-    pub predict_batch: usize,
-    pub predict_timeout: Duration,
-    pub train_batch: usize,
-    pub max_policy_lag: u64,
-    /// `--autotune`'s window, when it is on.
-    pub autotune_window: Option<Duration>,
-    /// The batched passes' precision, --precision resolved on this machine (absent
-    /// from sidecars written before it, which trained in fp32).
-    #[serde(default = "fp32")]
-    pub precision: Precision,
-}
-
-fn fp32() -> Precision {
-    Precision::Fp32
-}
-
-/// GA3C's batching and threads where the flags leave them out, for `agents` agents of
-/// a network with `body`. On two cores (docs/benchmarks.md, "GA3C against A3C" and
-/// "GA3C's defaults"), the universe network ran fastest with 32 agents batching 8, the
-/// reference's with 16 agents batching 8 and 2 trainers; a batch grows with the agents
-/// (16 at most), and classic control keeps single predictions (its learning tests'
-/// settings).
-struct Ga3cDefaults {
-    trainers: usize,
-    batch: usize,
-}
-
-impl Ga3cDefaults {
-    fn new(body: &Body, agents: usize, cores: usize) -> Self {
-        match body {
-            Body::Universe => Ga3cDefaults { trainers: 1, batch: (agents / 4).clamp(1, 16) },
-            Body::AtariLstm => {
-                Ga3cDefaults { trainers: cores.clamp(1, 2), batch: (agents / 2).clamp(1, 16) }
-            }
-            Body::Mlp { .. } => Ga3cDefaults { trainers: 1, batch: 1 },
-        }
-    }
-}
-
-/// GA3C's default agents per core, by network: the counts measured fastest on two
-/// cores (see [`Ga3cDefaults`]); classic control keeps one per core.
-fn ga3c_agents_per_core(body: &Body) -> usize {
-    match body {
-        Body::Universe => 16,
-        Body::AtariLstm => 8,
-        Body::Mlp { .. } => 1,
-    }
-}
-
-impl Ga3cConfig {
-    fn new(
-        args: &TrainArgs,
-        body: &Body,
-        agents: usize,
-        cores: usize,
-        devices: &[Device],
-    ) -> Result<Self> {
-        let Ga3cArgs {
-            predictors,
-            trainers,
-            predict_batch,
-            predict_min_batch,
-            predict_timeout_us,
-            train_batch,
-            max_policy_lag,
-            autotune,
-            autotune_window,
-            precision,
-        } = args.ga3c;
-        let defaults = Ga3cDefaults::new(body, agents, cores);
-        let predict_batch = predict_batch as usize;
-        let predict_min_batch = match predict_min_batch {
-            Some(asked) => asked as usize,
-            None => defaults.batch.min(predict_batch),
-        };
-        if predict_min_batch > predict_batch {
-            return Err(Error::BadArguments(format!(
-                "--predict-min-batch {predict_min_batch} is above --predict-batch {predict_batch}; a predictor could \
-                 never fill it"
-            )));
-        }
-        if !args.distributed_step_size.is_empty() {
-            return Err(Error::BadArguments(
-                "--distributed-step-size is A3C's; GA3C's agents all play segments of --num-steps"
-                    .into(),
-            ));
-        }
-        let classic_train_batch = 4;
-        let train_batch = match (train_batch, body) {
-            (Some(asked), _) => asked as usize,
-            (None, Body::Mlp { .. }) => classic_train_batch,
-            (None, _) => defaults.batch,
-        };
-        let predict_timeout_us =
-            predict_timeout_us.unwrap_or(if predict_min_batch > 1 { 2000 } else { 0 });
-        Ok(Ga3cConfig {
-            num_steps: args.num_steps,
-            predictors: predictors as usize,
-            trainers: trainers.map_or(defaults.trainers, |asked| asked as usize),
-            predict_min_batch,
-            predict_batch,
-            predict_timeout: Duration::from_micros(predict_timeout_us),
-            train_batch,
-            max_policy_lag,
-            autotune_window: autotune.then(|| Duration::from_secs_f64(autotune_window)),
-            precision: match precision {
-                PrecisionName::Fp32 => Precision::Fp32,
-                PrecisionName::Bf16 => Precision::Bf16,
-                PrecisionName::Auto => Precision::auto(devices),
-            },
-        })
-    }
-}
-
-/// The trainer a run uses, with its own settings.
+/// The trainer a run uses, with its own settings, which its folder makes from its
+/// flags: this enum and its methods are the settings' one table of trainers (a third
+/// trainer adds a variant and an arm to each), as [`crate::trainer::chosen`] is the
+/// running trainers'.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum TrainerConfig {
     A3c(A3cConfig),
     Ga3c(Ga3cConfig),
+}
+
+impl TrainerConfig {
+    /// The settings of the trainer `--trainer` names, from the flags, for `workers`
+    /// workers or agents of a network with `body`.
+    fn from_flags(
+        args: &TrainArgs,
+        body: &Body,
+        workers: usize,
+        cores: usize,
+        devices: &[Device],
+    ) -> Result<Self> {
+        Ok(match args.trainer {
+            TrainerName::A3c => TrainerConfig::A3c(A3cConfig::from_flags(args)?),
+            TrainerName::Ga3c => {
+                TrainerConfig::Ga3c(Ga3cConfig::new(args, body, workers, cores, devices)?)
+            }
+        })
+    }
+
+    /// Workers or agents per core when --workers is left out.
+    fn agents_per_core(trainer: TrainerName, body: &Body) -> usize {
+        match trainer {
+            TrainerName::A3c => A3cConfig::WORKERS_PER_CORE,
+            TrainerName::Ga3c => ga3c_agents_per_core(body),
+        }
+    }
+
+    /// `--trainer`'s name for it.
+    pub fn name(&self) -> &'static str {
+        match self {
+            TrainerConfig::A3c(_) => "a3c",
+            TrainerConfig::Ga3c(_) => "ga3c",
+        }
+    }
+
+    /// The lengths of the rollouts or segments its updates learn from.
+    pub fn rollout_lengths(&self) -> Vec<u32> {
+        match self {
+            TrainerConfig::A3c(a3c) => a3c.rollout_lengths.clone(),
+            TrainerConfig::Ga3c(ga3c) => vec![ga3c.num_steps],
+        }
+    }
 }
 
 /// Where a run's checkpoints and logs go, and what ends it: what the monitor needs.
@@ -464,9 +375,8 @@ impl TrainConfig {
                 spec
             }
         };
-        let workers = args.workers.unwrap_or(match args.trainer {
-            TrainerName::A3c => cores,
-            TrainerName::Ga3c => cores.saturating_mul(ga3c_agents_per_core(&spec.body)),
+        let workers = args.workers.unwrap_or_else(|| {
+            cores.saturating_mul(TrainerConfig::agents_per_core(args.trainer, &spec.body))
         });
         if let Some(launch) = &launch {
             // Every rank's environments get seeds of their own, whatever each rank's
@@ -477,25 +387,7 @@ impl TrainConfig {
         if workers != provisional_rank || launch.is_some() {
             test_env = env.make(workers)?;
         }
-        let trainer = match args.trainer {
-            TrainerName::A3c => TrainerConfig::A3c(A3cConfig {
-                rollout_lengths: if args.distributed_step_size.is_empty() {
-                    vec![args.num_steps]
-                } else {
-                    args.distributed_step_size.clone()
-                },
-            }),
-            TrainerName::Ga3c => {
-                TrainerConfig::Ga3c(Ga3cConfig::new(args, &spec.body, workers, cores, &devices)?)
-            }
-        };
-        if args.trainer == TrainerName::A3c && args.ga3c.precision == PrecisionName::Bf16 {
-            return Err(Error::BadArguments(
-                "--precision bf16 runs the batched passes of --trainer ga3c; A3C's workers step one \
-                 observation at a time, where bf16 is slower than fp32: leave it out, or add --trainer ga3c"
-                    .into(),
-            ));
-        }
+        let trainer = TrainerConfig::from_flags(args, &spec.body, workers, cores, &devices)?;
         let test_share = args.test_share.unwrap_or(match spec.body {
             Body::AtariLstm | Body::Universe => ATARI_TEST_SHARE,
             Body::Mlp { .. } => 1.0,
@@ -621,10 +513,7 @@ impl TrainConfig {
     /// as a list, as A3C's lengths are).
     pub fn shared_settings(&self) -> serde_json::Value {
         use serde_json::json;
-        let (trainer, rollout_lengths) = match &self.trainer {
-            TrainerConfig::A3c(a3c) => ("a3c", a3c.rollout_lengths.clone()),
-            TrainerConfig::Ga3c(ga3c) => ("ga3c", vec![ga3c.num_steps]),
-        };
+        let (trainer, rollout_lengths) = (self.trainer.name(), self.trainer.rollout_lengths());
         let spec = &self.spec;
         let (network, lstm, scaling) = match &spec.body {
             Body::AtariLstm => ("a3clstm", true, None),
@@ -839,50 +728,5 @@ fn same_folder(a: &Path, b: &Path) -> bool {
     match (a.canonicalize(), b.canonicalize()) {
         (Ok(a), Ok(b)) => a == b,
         _ => a == b,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use clap::Parser;
-
-    use super::*;
-    use crate::cli::{Cli, Command};
-
-    fn ga3c(flags: &[&str], body: Body, agents: usize, cores: usize) -> Ga3cConfig {
-        let cli = Cli::try_parse_from([&["a3g", "train", "--trainer", "ga3c"], flags].concat())
-            .expect("flags parse");
-        let Command::Train(args) = cli.command else { panic!("not train") };
-        Ga3cConfig::new(&args, &body, agents, cores, &[Device::Cpu]).expect("checked")
-    }
-
-    /// GA3C's batching follows the network and the agents where the flags leave it
-    /// out: the universe network's 32 agents batch 8 (the row measured fastest on two
-    /// cores), the reference network's 16 agents batch 8 on two trainers, classic
-    /// control predicts one observation at a time; a flag given wins, and a derived
-    /// minimum batch never exceeds --predict-batch.
-    #[test]
-    fn ga3c_defaults_follow_the_network() {
-        let universe = ga3c(&[], Body::Universe, 32, 2);
-        assert_eq!(
-            (universe.predict_min_batch, universe.train_batch, universe.trainers),
-            (8, 8, 1)
-        );
-        assert_eq!(universe.predict_timeout, Duration::from_micros(2000));
-        let reference = ga3c(&[], Body::AtariLstm, 16, 2);
-        assert_eq!(
-            (reference.predict_min_batch, reference.train_batch, reference.trainers),
-            (8, 8, 2)
-        );
-        let classic = ga3c(&[], Body::Mlp { inputs: 4, lstm: false, input_norm: None }, 8, 2);
-        assert_eq!((classic.predict_min_batch, classic.train_batch, classic.trainers), (1, 4, 1));
-        assert_eq!(classic.predict_timeout, Duration::ZERO);
-        let asked =
-            ga3c(&["--train-batch", "2", "--predict-timeout-us", "0"], Body::Universe, 64, 2);
-        assert_eq!((asked.predict_min_batch, asked.train_batch), (16, 2));
-        assert_eq!(asked.predict_timeout, Duration::ZERO);
-        let capped = ga3c(&["--predict-batch", "4"], Body::Universe, 64, 2);
-        assert_eq!(capped.predict_min_batch, 4);
-        assert_eq!(ga3c_agents_per_core(&Body::Universe) * 2, 32);
     }
 }

@@ -21,6 +21,7 @@
 pub mod agent;
 pub mod predictor;
 pub mod segment;
+pub mod settings;
 pub mod trainer;
 pub mod tuner;
 
@@ -31,7 +32,7 @@ use std::time::Instant;
 
 use crossbeam::channel::{self, Receiver, Sender};
 
-use crate::config::{Ga3cConfig, MemoryPlan, TrainConfig};
+use crate::config::{MemoryPlan, TrainConfig};
 use crate::counters::TrainingCounters;
 use crate::error::Result;
 use crate::shared::SharedModel;
@@ -40,6 +41,7 @@ use crate::trainer::{own_optimizers, RunningTrainer, Trainer};
 use agent::AgentSetup;
 use predictor::{Batching, PredictorCounters, PredictorSetup, Request, SlotTable};
 use segment::Segment;
+pub use settings::Ga3cConfig;
 use trainer::{TrainerCounters, TrainerSetup};
 use tuner::{Counts, Tuner};
 
