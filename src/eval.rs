@@ -17,7 +17,7 @@ use crate::env::{Env, Screen};
 use crate::error::{Error, Result};
 use crate::game_log::{self, GameLog};
 use crate::gif::{self, GifWriter};
-use crate::model::{parameter_shapes, ActorCritic, ModelSpec};
+use crate::model::ActorCritic;
 use crate::test_agent::play_greedy_game;
 
 /// What `--json` prints: the evaluation's summary and every game's score.
@@ -58,16 +58,13 @@ pub fn run(args: &EvalArgs) -> Result<()> {
     if config.env.crop() != env_crop || screen != Screen::Gray80 {
         env = config.env.make(0)?;
     }
-    let (hidden_size, lstm) = checkpoint::implied_architecture(&path, &tensors)?;
-    let mut spec =
-        ModelSpec::for_env(env.observation_shape(), env.action_space(), hidden_size, lstm);
+    let dimensions = checkpoint::implied_architecture(&path, &tensors)?;
     let advice = "evaluate it with the --env it was trained on; if that is this one, the file \
                   is damaged: restore it or train again";
-    // Before the model is built: the shapes a damaged file implies could ask for terabytes.
-    checkpoint::check_shapes(&path, &tensors, &parameter_shapes(&spec), advice)?;
-    if let Some((sidecar, sidecar_path)) = &sidecar {
-        checkpoint::adopt_trained_model(&mut spec, &sidecar.model, sidecar_path)?;
-    }
+    let recorded =
+        sidecar.as_ref().map(|(sidecar, sidecar_path)| (sidecar, sidecar_path.as_path()));
+    let spec =
+        checkpoint::checked_spec(env.as_ref(), dimensions, &path, &tensors, recorded, advice)?;
     tch::set_num_threads(1);
     let device = config.device;
     let vs = nn::VarStore::new(device);

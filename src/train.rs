@@ -13,7 +13,8 @@ use crate::distributed::c10d::Group;
 use crate::distributed::rank::{self, RankSync};
 use crate::distributed::ModelSum;
 use crate::error::Result;
-use crate::model::ActorCritic;
+use crate::input_norm::{InputNorm, MEASURE_SEED, MEASURE_STEPS};
+use crate::model::{ActorCritic, Body};
 use crate::monitor::Monitor;
 use crate::shared::SharedModel;
 use crate::supervisor::Supervisor;
@@ -23,6 +24,13 @@ use crate::trainer;
 /// Runs `a3g train`.
 pub fn run(args: &TrainArgs) -> Result<()> {
     let (mut config, test_env) = TrainConfig::new(args)?;
+    if config.measure_input_norm {
+        // Before the ranks compare settings, which include the scaling.
+        let mut measured = config.env.make_seeded(MEASURE_SEED)?;
+        if let Body::Mlp { input_norm, .. } = &mut config.spec.body {
+            *input_norm = Some(InputNorm::measure(measured.as_mut(), MEASURE_STEPS));
+        }
+    }
     console::note_when_stdout_closes(if config.leads() {
         "training goes on, and its game log and checkpoints are still written"
     } else {

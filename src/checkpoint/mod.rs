@@ -10,6 +10,7 @@
 //! and the sidecar's checksums tell which. Loading takes the current set when its
 //! checksums hold and the previous one, with a warning, when they do not.
 
+pub mod record;
 mod save;
 pub mod torch_file;
 
@@ -24,10 +25,11 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 use tch::{Kind, Tensor};
 
-use crate::config::TrainedWith;
+use crate::env::Env;
 use crate::error::{Error, Result};
-use crate::model::{Body, Head, ModelSpec, MIN_STD_RANGE};
+use crate::model::{parameter_shapes, Body, Head, ModelSpec, MIN_STD_RANGE};
 use crate::shared_optim::OptimizerKind;
+use record::TrainedWith;
 
 /// The largest counter a checkpoint may hold: 2^53, the largest integer every JSON
 /// reader keeps exactly; a run would need centuries to reach it, so more means damage.
@@ -372,6 +374,29 @@ pub struct PlayedModel {
     pub tensors: Vec<(String, Tensor)>,
     /// Its sidecar, read, and where it lies; `None` for a PyTorch file.
     pub sidecar: Option<(Sidecar, PathBuf)>,
+}
+
+/// The model a checkpoint holds, checked, for `train --load` and eval alike: built for
+/// `env`'s observations and actions with the checkpoint's `(hidden size, LSTM)`, its
+/// tensors' shapes checked against it (before any model is built: the shapes a
+/// damaged file implies could ask for terabytes; `advice` says what to do if they do
+/// not fit), then given what its sidecar records beyond them (input scaling, the
+/// Gaussian's floor), when it has one.
+pub fn checked_spec(
+    env: &dyn Env,
+    (hidden_size, lstm): (i64, bool),
+    model_path: &Path,
+    tensors: &[(String, Tensor)],
+    sidecar: Option<(&Sidecar, &Path)>,
+    advice: &'static str,
+) -> Result<ModelSpec> {
+    let mut spec =
+        ModelSpec::for_env(env.observation_shape(), env.action_space(), hidden_size, lstm);
+    check_shapes(model_path, tensors, &parameter_shapes(&spec), advice)?;
+    if let Some((sidecar, sidecar_path)) = sidecar {
+        adopt_trained_model(&mut spec, &sidecar.model, sidecar_path)?;
+    }
+    Ok(spec)
 }
 
 /// Gives `spec`, built for the environment played, what else `trained`, the model a

@@ -8,10 +8,10 @@ use std::path::{Path, PathBuf};
 use std::thread;
 use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
 use tch::Device;
 
-pub use crate::a3c::A3cConfig;
+use crate::a3c::A3cConfig;
+pub use crate::checkpoint::record::{TrainedWith, TrainerConfig};
 use crate::checkpoint::{self, Checkpoint, FolderLock, Sidecar};
 use crate::cli::{
     EnvArgs, EvalArgs, ModelName, OptimizerName, PrecisionName, TrainArgs, TrainerName,
@@ -22,9 +22,8 @@ use crate::distributed::{c10d, Launch, ModelSum, SyncMerge};
 use crate::env::{self, atari::AtariId, Crop, CropTable, Env, EnvOptions, Screen};
 use crate::error::{Error, Result};
 use crate::ga3c::settings::ga3c_agents_per_core;
-pub use crate::ga3c::Ga3cConfig;
-use crate::input_norm::{InputNorm, MEASURE_SEED, MEASURE_STEPS};
-use crate::model::{parameter_shapes, Body, Head, ModelSpec, MIN_STD_RANGE};
+use crate::ga3c::Ga3cConfig;
+use crate::model::{Body, Head, ModelSpec, MIN_STD_RANGE};
 use crate::rollout::{LossConfig, RewardShaping};
 use crate::shared_optim::OptimizerKind;
 
@@ -109,38 +108,6 @@ impl EnvConfig {
         }
         env
     }
-}
-
-/// The checked settings of the run that wrote a checkpoint, recorded in its sidecar
-/// (`trained_with`) so that `--load` and eval read typed values: what the run
-/// trained on and with, not the flags' text.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct TrainedWith {
-    pub trainer: TrainerConfig,
-    /// Workers (A3C) or agents (GA3C).
-    pub workers: usize,
-    pub seed: u64,
-    pub max_episode_length: u32,
-    /// Frames per agent step, for NoFrameskip ids.
-    pub skip_rate: u32,
-    /// The rows kept of the game's screens (Atari on the reference's screen).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub crop: Option<Crop>,
-    pub lr: f64,
-    pub shared_optimizer: bool,
-    pub loss: LossConfig,
-    pub rewards: RewardShaping,
-}
-
-/// The trainer a run uses, with its own settings, which its folder makes from its
-/// flags: this enum and its methods are the settings' one table of trainers (a third
-/// trainer adds a variant and an arm to each), as [`crate::trainer::chosen`] is the
-/// running trainers'.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum TrainerConfig {
-    A3c(A3cConfig),
-    Ga3c(Ga3cConfig),
 }
 
 impl TrainerConfig {
@@ -254,6 +221,9 @@ pub struct TrainConfig {
     /// The checkpoint --load resumes, read and checked before anything starts; the
     /// model's dimensions are its.
     pub resume: Option<Checkpoint>,
+    /// Whether the run starts by measuring the observations' scaling for the model's
+    /// inputs (`--normalize-obs` on a fresh run), which `spec` then lacks.
+    pub measure_input_norm: bool,
     /// What to tell the user once the run is known to start (stderr notes).
     pub notes: Vec<String>,
     /// Set when a launcher started this process as one rank of several.
@@ -342,18 +312,15 @@ impl TrainConfig {
         }
         let spec = match &resume {
             Some(checkpoint) => {
-                let mut spec = resumed_spec(args, test_env.as_ref(), &checkpoint.sidecar)?;
-                // Before the model is built: a damaged or crafted set could imply a
-                // model of any size.
-                checkpoint::check_shapes(
+                let (hidden_size, lstm) = resumed_dimensions(args, &checkpoint.sidecar)?;
+                checkpoint::checked_spec(
+                    test_env.as_ref(),
+                    (hidden_size, lstm),
                     &checkpoint.files.model,
                     &checkpoint.model,
-                    &parameter_shapes(&spec),
+                    Some((&checkpoint.sidecar, checkpoint.files.sidecar.as_path())),
                     checkpoint::SIDECAR_MISMATCH,
-                )?;
-                let sidecar = checkpoint.files.sidecar.as_path();
-                checkpoint::adopt_trained_model(&mut spec, &checkpoint.sidecar.model, sidecar)?;
-                spec
+                )?
             }
             None => {
                 let mut spec = ModelSpec::for_env(
@@ -368,13 +335,13 @@ impl TrainConfig {
                 {
                     *min_std = floor;
                 }
-                if let (true, Body::Mlp { input_norm, .. }) = (args.normalize_obs, &mut spec.body) {
-                    let mut measured = env.make_seeded(MEASURE_SEED)?;
-                    *input_norm = Some(InputNorm::measure(measured.as_mut(), MEASURE_STEPS));
-                }
                 spec
             }
         };
+        // A fresh --normalize-obs run's scaling is measured where the run starts (20,000
+        // steps of play), not here: settings are made without playing.
+        let measure_input_norm =
+            args.normalize_obs && resume.is_none() && matches!(spec.body, Body::Mlp { .. });
         let workers = args.workers.unwrap_or_else(|| {
             cores.saturating_mul(TrainerConfig::agents_per_core(args.trainer, &spec.body))
         });
@@ -472,6 +439,7 @@ impl TrainConfig {
             test_share,
             profile_phases: args.profile_phases,
             resume,
+            measure_input_norm,
             notes,
             distributed: launch.map(|launch| DistributedConfig {
                 launch,
@@ -659,9 +627,9 @@ fn resumed_screen(args: &TrainArgs, sidecar: &Sidecar) -> Result<Screen> {
     }
 }
 
-/// The model a resumed run trains: the checkpoint's dimensions on this environment's
-/// observations and actions (a flag that contradicts them is refused).
-fn resumed_spec(args: &TrainArgs, env: &dyn Env, sidecar: &Sidecar) -> Result<ModelSpec> {
+/// The hidden size and LSTM of the model a resumed run trains: the checkpoint's (a
+/// flag that contradicts them, or its Gaussian floor or input scaling, is refused).
+fn resumed_dimensions(args: &TrainArgs, sidecar: &Sidecar) -> Result<(i64, bool)> {
     let trained = &sidecar.model;
     if let Some(asked) = args.hidden_size.filter(|asked| *asked != trained.hidden_size) {
         return Err(contradiction(
@@ -696,7 +664,7 @@ fn resumed_spec(args: &TrainArgs, env: &dyn Env, sidecar: &Sidecar) -> Result<Mo
             "--normalize-obs",
         ));
     }
-    Ok(ModelSpec::for_env(env.observation_shape(), env.action_space(), trained.hidden_size, lstm))
+    Ok((trained.hidden_size, lstm))
 }
 
 fn contradiction(sidecar: &Sidecar, asked: String, trained: String, flag: &str) -> Error {

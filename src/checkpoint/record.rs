@@ -1,0 +1,43 @@
+//! What a checkpoint's sidecar records of the run that wrote it: its checked settings,
+//! typed, so that `--load` and eval read what the run trained on and with rather than
+//! the flags' text. Here, below both, so that the checkpoint reads it and config/
+//! writes it without either importing the other.
+
+use serde::{Deserialize, Serialize};
+
+use crate::a3c::A3cConfig;
+use crate::env::Crop;
+use crate::ga3c::Ga3cConfig;
+use crate::rollout::{LossConfig, RewardShaping};
+
+/// The checked settings of the run that wrote a checkpoint, recorded in its sidecar
+/// (`trained_with`) so that `--load` and eval read typed values: what the run
+/// trained on and with, not the flags' text.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TrainedWith {
+    pub trainer: TrainerConfig,
+    /// Workers (A3C) or agents (GA3C).
+    pub workers: usize,
+    pub seed: u64,
+    pub max_episode_length: u32,
+    /// Frames per agent step, for NoFrameskip ids.
+    pub skip_rate: u32,
+    /// The rows kept of the game's screens (Atari on the reference's screen).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub crop: Option<Crop>,
+    pub lr: f64,
+    pub shared_optimizer: bool,
+    pub loss: LossConfig,
+    pub rewards: RewardShaping,
+}
+
+/// The trainer a run uses, with its own settings, which its folder makes from its
+/// flags: this enum and its methods (in config/, which makes it) are the settings' one
+/// table of trainers (a third trainer adds a variant and an arm to each), as
+/// [`crate::trainer::chosen`] is the running trainers'.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TrainerConfig {
+    A3c(A3cConfig),
+    Ga3c(Ga3cConfig),
+}
