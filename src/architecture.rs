@@ -74,3 +74,114 @@ fn every_thread_starts_through_the_supervisor() {
         }
     }
 }
+
+/// lib.rs's layers, lowest first, as paths under src/ (a folder ends in `/`; the
+/// longest match names a file's layer, so a trainer's settings.rs sits below its
+/// folder's threads).
+const LAYERS: [(&str, &[&str]); 6] = [
+    ("foundation", &["error.rs", "console.rs", "stop.rs", "precision.rs"]),
+    (
+        "environments and networks",
+        &[
+            "env/",
+            "fuzz.rs",
+            "input_norm.rs",
+            "model/",
+            "rollout.rs",
+            "device.rs",
+            "shared_optim.rs",
+            "game_log.rs",
+            "gif.rs",
+            "tensorboard.rs",
+            "policy.rs",
+            "gradients.rs",
+        ],
+    ),
+    (
+        "state and settings",
+        &[
+            "a3c/settings.rs",
+            "ga3c/settings.rs",
+            "checkpoint/",
+            "counters.rs",
+            "shared.rs",
+            "cli.rs",
+            "distributed/",
+        ],
+    ),
+    ("config", &["config/"]),
+    ("running", &["supervisor.rs", "trainer.rs", "a3c/", "ga3c/", "test_agent.rs", "monitor.rs"]),
+    (
+        "commands",
+        &[
+            "train.rs",
+            "eval.rs",
+            "envs.rs",
+            "devices.rs",
+            "plot.rs",
+            "lib.rs",
+            "main.rs",
+            "architecture.rs",
+        ],
+    ),
+];
+
+/// The layer of the file at `path` under src/, by the longest prefix that names it.
+fn layer_of(path: &str) -> Option<usize> {
+    LAYERS
+        .iter()
+        .enumerate()
+        .flat_map(|(layer, (_, paths))| paths.iter().map(move |prefix| (layer, *prefix)))
+        .filter(|(_, prefix)| {
+            path == *prefix || (prefix.ends_with('/') && path.starts_with(prefix))
+        })
+        .max_by_key(|(_, prefix)| prefix.len())
+        .map(|(layer, _)| layer)
+}
+
+/// The file under src/ that `crate::a::b::c` names: the longest of `a/b/c.rs`,
+/// `a/b/c/mod.rs`, `a/b.rs`, ... that exists.
+fn file_of(path: &str, files: &[String]) -> Option<String> {
+    let segments: Vec<&str> = path.split("::").collect();
+    (1..=segments.len()).rev().find_map(|count| {
+        let stem = segments[..count].join("/");
+        [format!("{stem}.rs"), format!("{stem}/mod.rs")]
+            .into_iter()
+            .find(|candidate| files.contains(candidate))
+    })
+}
+
+/// No file imports from a higher layer than its own: the environments and networks
+/// know nothing of checkpoints or settings, the settings nothing of the threads that
+/// run them, the threads nothing of the commands (doc comments aside).
+#[test]
+fn no_import_from_a_lower_layer_to_a_higher_one() {
+    let sources = sources();
+    let files: Vec<String> = sources.iter().map(|(file, _)| file.clone()).collect();
+    for (file, code) in &sources {
+        let own = layer_of(file).unwrap_or_else(|| panic!("{file} is in none of LAYERS"));
+        let code: String = code
+            .lines()
+            .filter(|line| !line.trim_start().starts_with("//"))
+            .collect::<Vec<_>>()
+            .join("\n");
+        for (start, _) in code.match_indices("crate::") {
+            let path: String = code[start + "crate::".len()..]
+                .chars()
+                .take_while(|c| {
+                    c.is_ascii_lowercase() || c.is_ascii_digit() || *c == '_' || *c == ':'
+                })
+                .collect();
+            let path = path.trim_end_matches(':');
+            let Some(target) = file_of(path, &files) else { continue };
+            let theirs =
+                layer_of(&target).unwrap_or_else(|| panic!("{target} is in none of LAYERS"));
+            assert!(
+                theirs <= own,
+                "{file} ({}) imports crate::{path} from {target} ({})",
+                LAYERS[own].0,
+                LAYERS[theirs].0
+            );
+        }
+    }
+}

@@ -44,12 +44,23 @@
 //!   legacy layouts; the unpickler in `torch_file/pickle.rs`).
 //! - [`eval`]: `a3g eval`, the evaluation over many games; [`gif`]: its recordings;
 //!   [`game_log`]: the per-game logs of train and eval, every kind of line written
-//!   and read there only; [`device`]: `--gpu-id`, `--gpu-ids` and `a3g devices`;
+//!   and read there only; [`device`]: `--gpu-id`, `--gpu-ids` and the host syncs;
+//!   [`devices`]: `a3g devices`;
 //!   [`console`]: stdout for a command's output, stderr for the rest, neither fatal.
 //! - [`distributed`]: training across machines: a launcher's variables, c10d's process
 //!   group through a C++ shim (built when set-up found gloo's headers), and each rank's
 //!   sync thread, which the supervisor runs beside the trainer's threads.
 //! - [`plot`]: `a3g plot`, learning curves from game logs drawn into a PNG.
+//!
+//! The modules form layers, and a file imports only from its own layer or lower ones
+//! (the architecture tests check it, with their table of which file is where): the
+//! foundation (errors, the console, stops, precision); environments and networks
+//! (env/, model/, the loss, devices, the logs' formats); state and settings (the
+//! shared model, checkpoints, counters, the command line, each trainer's
+//! settings.rs, distributed/); config/; the running trainers, monitor and test agent;
+//! and the commands. No flag is read past config/ (each trainer's settings.rs and
+//! distributed/'s own flag type aside), and every thread starts through the
+//! supervisor (the signal watcher and a rank's join aside).
 //!
 //! # Terminology
 //!
@@ -66,6 +77,7 @@ pub mod config;
 pub mod console;
 pub mod counters;
 pub mod device;
+pub mod devices;
 pub mod distributed;
 pub mod env;
 pub mod envs;
@@ -108,7 +120,7 @@ pub fn run(cli: Cli) -> Result<()> {
             eval::run(&args)
         }
         Command::Envs(args) => envs::run(&args),
-        Command::Devices => device::run(),
+        Command::Devices => devices::run(),
         Command::Plot(args) => plot::run(&args),
     }
 }

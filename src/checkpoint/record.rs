@@ -5,9 +5,9 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::a3c::A3cConfig;
+use crate::a3c::settings::A3cConfig;
 use crate::env::Crop;
-use crate::ga3c::Ga3cConfig;
+use crate::ga3c::settings::Ga3cConfig;
 use crate::rollout::{LossConfig, RewardShaping};
 
 /// The checked settings of the run that wrote a checkpoint, recorded in its sidecar

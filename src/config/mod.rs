@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use tch::Device;
 
-use crate::a3c::A3cConfig;
+use crate::a3c::settings::A3cConfig;
 pub use crate::checkpoint::record::{TrainedWith, TrainerConfig};
 use crate::checkpoint::{self, Checkpoint, FolderLock, Sidecar};
 use crate::cli::{
@@ -22,7 +22,7 @@ use crate::distributed::{c10d, Launch, ModelSum, SyncMerge};
 use crate::env::{self, atari::AtariId, Crop, CropTable, Env, EnvOptions, Screen};
 use crate::error::{Error, Result};
 use crate::ga3c::settings::ga3c_agents_per_core;
-use crate::ga3c::Ga3cConfig;
+use crate::ga3c::settings::Ga3cConfig;
 use crate::model::{Body, Head, ModelSpec, MIN_STD_RANGE};
 use crate::rollout::{LossConfig, RewardShaping};
 use crate::shared_optim::OptimizerKind;
