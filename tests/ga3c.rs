@@ -2,7 +2,7 @@
 //! either trainer, and its flags are checked. That it learns what A3C learns is
 //! tested in tests/learning.rs.
 
-use crate::util::{assert_one_line_error, saved_agent_steps, small_cartpole, Scratch};
+use crate::util::{assert_one_line_error, cartpole, saved_agent_steps, small_cartpole, Scratch};
 
 /// A short GA3C Atari run (--model universe) writes a checkpoint that `a3g eval`
 /// plays, that A3C resumes, and that GA3C resumes from A3C's, counters carried on.
@@ -60,18 +60,19 @@ fn ga3c_checkpoint_evaluates_and_resumes_with_either_trainer() {
 #[test]
 fn bad_ga3c_flags_are_one_line() {
     let scratch = Scratch::new("ga3c-bad");
-    let ga3c = ["train", "--env", "CartPole-v1", "--trainer", "ga3c"];
-    let line = assert_one_line_error(
-        &scratch.a3g(&[&ga3c[..], &["--predict-batch", "4", "--predict-min-batch", "8"]].concat()),
-    );
+    let ga3c = ["--trainer", "ga3c"];
+    let line = assert_one_line_error(&scratch.a3g_owned(&cartpole(
+        &[&ga3c[..], &["--predict-batch", "4", "--predict-min-batch", "8"]].concat(),
+    )));
     assert!(line.contains("--predict-min-batch 8 is above --predict-batch 4"), "{line}");
     let line = assert_one_line_error(
-        &scratch.a3g(&[&ga3c[..], &["--distributed-step-size", "5", "10"]].concat()),
+        &scratch
+            .a3g_owned(&cartpole(&[&ga3c[..], &["--distributed-step-size", "5", "10"]].concat())),
     );
     assert!(line.contains("--distributed-step-size is A3C's"), "{line}");
     // Ranges and names are clap's to check: its report's first line names the flag.
     for flags in [&["--predictors", "0"][..], &["--trainer", "ga4c"]] {
-        let run = scratch.a3g(&[&["train", "--env", "CartPole-v1"][..], flags].concat());
+        let run = scratch.a3g_owned(&cartpole(flags));
         assert!(!run.status.success());
         let first = run.stderr.lines().next().unwrap_or_default();
         assert!(first.contains(flags[0]) && first.contains(flags[1]), "{}", run.stderr);
@@ -120,11 +121,13 @@ fn ga3c_autotune_changes_counts_while_training() {
 #[test]
 fn resumed_ga3c_rates_count_from_the_resume() {
     let scratch = Scratch::new("ga3c-resume-rates");
-    let ga3c = ["train", "--env", "CartPole-v1", "--trainer", "ga3c", "--workers", "2"];
+    let ga3c = ["--trainer", "ga3c", "--workers", "2"];
     let small = ["--hidden-size", "16", "--status-interval", "1"];
-    let run = scratch.a3g(&[&ga3c[..], &small[..], &["--max-steps", "20000"]].concat());
+    let run =
+        scratch.a3g_owned(&cartpole(&[&ga3c[..], &small[..], &["--max-steps", "20000"]].concat()));
     assert!(run.status.success(), "{}", run.stderr);
-    let resumed = scratch.a3g(&[&ga3c[..], &small[..], &["--load", "--max-time", "2s"]].concat());
+    let resumed = scratch
+        .a3g_owned(&cartpole(&[&ga3c[..], &small[..], &["--load", "--max-time", "2s"]].concat()));
     assert!(resumed.status.success(), "{}", resumed.stderr);
     let status = resumed.stdout.lines().find(|line| line.starts_with('[')).expect("a status line");
     let rate = |unit: &str| -> f64 {

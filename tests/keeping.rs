@@ -88,17 +88,22 @@ fn stop_at_mean_confirms_the_weights_it_saves() {
 #[test]
 fn a_resumed_run_takes_the_checkpoints_dimensions() {
     let scratch = Scratch::new("resume-dimensions");
-    let train = ["train", "--env", "CartPole-v1", "--workers", "1"];
-    let run = scratch.a3g(&[&train[..], &["--hidden-size", "64", "--max-steps", "300"]].concat());
+    let train = ["--workers", "1"];
+    let run = scratch.a3g_owned(&cartpole(
+        &[&train[..], &["--hidden-size", "64", "--max-steps", "300"]].concat(),
+    ));
     assert!(run.status.success(), "{}", run.stderr);
-    let resumed = scratch.a3g(&[&train[..], &["--load", "--max-steps", "600"]].concat());
+    let resumed =
+        scratch.a3g_owned(&cartpole(&[&train[..], &["--load", "--max-steps", "600"]].concat()));
     assert!(resumed.status.success(), "{}", resumed.stderr);
     assert!(saved_agent_steps(&scratch.path("trained_models/CartPole-v1.json")) >= 600);
     let line = assert_one_line_error(
-        &scratch.a3g(&[&train[..], &["--load", "--hidden-size", "32"]].concat()),
+        &scratch.a3g_owned(&cartpole(&[&train[..], &["--load", "--hidden-size", "32"]].concat())),
     );
     assert!(line.contains("--hidden-size 32") && line.contains("hidden size of 64"), "{line}");
-    let line = assert_one_line_error(&scratch.a3g(&[&train[..], &["--load", "--lstm"]].concat()));
+    let line = assert_one_line_error(
+        &scratch.a3g_owned(&cartpole(&[&train[..], &["--load", "--lstm"]].concat())),
+    );
     assert!(line.contains("--lstm") && line.contains("no LSTM cell"), "{line}");
 }
 

@@ -81,6 +81,18 @@ std::shared_ptr<::gloo::transport::Device> gloo_device(const std::string& bind_h
 
 // Where stderr was while a join silenced it, or -1.
 std::atomic<int> silenced_stderr{-1};
+// Set once a rank has given up on its join: a join thread that only then reaches
+// silence_stderr (under a heavy load) must not hide the error the rank prints.
+std::atomic<bool> stderr_given_back{false};
+
+// Points stderr back where it was; once, whichever thread comes first.
+void restore_stderr() {
+  int saved = silenced_stderr.exchange(-1);
+  if (saved >= 0) {
+    dup2(saved, 2);
+    close(saved);
+  }
+}
 
 // Points stderr at /dev/null for the length of a join. Gloo prints its connection
 // retries there unconditionally (its log level has no setting above ERROR, which they
@@ -93,17 +105,16 @@ void silence_stderr() {
     if (saved >= 0) close(saved);
     return;
   }
+  if (stderr_given_back.load()) {
+    close(quiet);
+    close(saved);
+    return;
+  }
   dup2(quiet, 2);
   close(quiet);
   silenced_stderr.store(saved);
-}
-
-// Points stderr back where it was; once, whichever thread comes first.
-void restore_stderr() {
-  int saved = silenced_stderr.exchange(-1);
-  if (saved >= 0) {
-    dup2(saved, 2);
-    close(saved);
+  if (stderr_given_back.load()) {
+    restore_stderr();
   }
 }
 
@@ -258,7 +269,10 @@ void* a3g_c10d_join(const char* host, uint16_t port, int rank, int world_size,
 
 // Points stderr back where it was before a join silenced it: called by a rank whose
 // join outlived its timeout, before it reports so.
-void a3g_c10d_restore_stderr() { restore_stderr(); }
+void a3g_c10d_restore_stderr() {
+  stderr_given_back.store(true);
+  restore_stderr();
+}
 
 void a3g_c10d_leave(void* group) {
   auto* joined = static_cast<Group*>(group);
