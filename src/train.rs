@@ -2,6 +2,8 @@
 //! chosen trainer and the test agent under one supervisor, lets the monitor watch
 //! them, then stops them all and writes the final checkpoint.
 
+use std::time::Duration;
+
 use crossbeam::channel;
 use tch::{nn, Device};
 
@@ -11,7 +13,7 @@ use crate::config::TrainConfig;
 use crate::console;
 use crate::distributed::c10d::Group;
 use crate::distributed::rank::{self, RankSync};
-use crate::distributed::ModelSum;
+use crate::distributed::{Launch, ModelSum};
 use crate::error::Result;
 use crate::input_norm::{InputNorm, MEASURE_SEED, MEASURE_STEPS};
 use crate::model::{ActorCritic, Body};
@@ -23,7 +25,20 @@ use crate::trainer;
 
 /// Runs `a3g train`.
 pub fn run(args: &TrainArgs) -> Result<()> {
-    let (mut config, test_env) = TrainConfig::new(args)?;
+    // A rank other than 0 meets rank 0 first: a resumed run's model is the one rank 0's
+    // checkpoint records, which this rank's flags may leave out.
+    let launch = Launch::from_env(|name| std::env::var(name).ok())?
+        .filter(|launch| launch.world_size > 1 && launch.rank != 0);
+    let early = match &launch {
+        Some(launch) => {
+            let mut group = Group::join(launch, Duration::from_secs_f64(args.sync_timeout))?;
+            let record = rank::resumed_record(&mut group, None)?;
+            Some((group, record))
+        }
+        None => None,
+    };
+    let (mut config, test_env) =
+        TrainConfig::new(args, early.as_ref().and_then(|(_, record)| record.as_ref()))?;
     if config.measure_input_norm {
         // Before the ranks compare settings, which include the scaling.
         let mut measured = config.env.make_seeded(MEASURE_SEED)?;
@@ -46,7 +61,15 @@ pub fn run(args: &TrainArgs) -> Result<()> {
     // something else, ends here on one line.
     let group = match &config.distributed {
         Some(distributed) => {
-            let mut group = Group::join(&distributed.launch, distributed.sync_timeout)?;
+            let mut group = match early {
+                Some((group, _)) => group,
+                None => {
+                    let mut group = Group::join(&distributed.launch, distributed.sync_timeout)?;
+                    let resumed = resume.as_ref().map(|checkpoint| &checkpoint.sidecar);
+                    rank::resumed_record(&mut group, resumed)?;
+                    group
+                }
+            };
             rank::agree_on_settings(&mut group, &config.shared_settings())?;
             if let ModelSum::Nccl { gpu } = distributed.model_sum {
                 group.sum_on_gpu(gpu, distributed.sync_timeout)?;

@@ -8,8 +8,8 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::util::{
-    assert_one_line_error, edit_sidecar, pytorch_path, saved_agent_steps, signal, small_cartpole,
-    Lines, Scratch,
+    assert_one_line_error, cartpole, edit_sidecar, pytorch_path, saved_agent_steps, sidecar_json,
+    signal, small_cartpole, Lines, Scratch,
 };
 
 /// A port free on 127.0.0.1 a moment ago.
@@ -463,4 +463,49 @@ fn a_loopback_store_listens_on_loopback_only() {
     let _ = rank0.kill();
     let _ = rank0.wait();
     assert_eq!(sockets, vec![format!("0100007F{suffix}")], "the store's listening sockets");
+}
+
+/// Every rank of a resumed run starts with one command, the model's flags left out:
+/// rank 0's checkpoint (32 hidden units, not the flags' default) sizes every rank's
+/// model, and the ranks train on from it to the step budget.
+#[test]
+#[cfg_attr(not(a3g_c10d), ignore = "this build has no c10d (no gloo headers at set-up)")]
+fn every_rank_resumes_with_one_command() {
+    let scratches = [Scratch::new("one-command0"), Scratch::new("one-command1")];
+    let first = scratches[0].a3g_owned(&cartpole(&[
+        "--workers",
+        "1",
+        "--hidden-size",
+        "32",
+        "--max-steps",
+        "300",
+    ]));
+    assert!(first.status.success(), "{}", first.stderr);
+    let sidecar = scratches[0].path("trained_models/CartPole-v1.json");
+    let resumed_from = saved_agent_steps(&sidecar);
+    let budget = (resumed_from + 2000).to_string();
+    let port = free_port();
+    let args = cartpole(&[
+        "--workers",
+        "1",
+        "--load",
+        "--max-steps",
+        &budget,
+        "--sync-interval",
+        "0.2",
+        "--sync-timeout",
+        "30",
+    ]);
+    let mut ranks: Vec<Child> =
+        (0..2).map(|rank| start_rank(&scratches[rank], rank, port, &args)).collect();
+    let errors: Vec<Lines> = ranks.iter_mut().map(Lines::stderr).collect();
+    let statuses: Vec<_> = ranks
+        .iter_mut()
+        .map(|child| wait_within(child, Duration::from_secs(90), "a rank"))
+        .collect();
+    for (status, stderr) in statuses.iter().zip(errors) {
+        assert!(status.success(), "{}", stderr.all());
+    }
+    assert!(saved_agent_steps(&sidecar) >= resumed_from + 2000);
+    assert_eq!(sidecar_json(&scratches[0], "CartPole-v1")["model"]["hidden_size"], 32);
 }

@@ -239,7 +239,12 @@ pub struct TrainConfig {
 impl TrainConfig {
     /// Checks the flags and makes the test agent's environment (from which the model
     /// is sized), so that a bad id or crop file is reported before training begins.
-    pub fn new(args: &TrainArgs) -> Result<(Self, Box<dyn Env>)> {
+    /// `rank_zero_record` is, on a rank other than 0 of a resumed run, the sidecar of
+    /// the checkpoint rank 0 resumes: the model's settings are its, as on rank 0.
+    pub fn new(
+        args: &TrainArgs,
+        rank_zero_record: Option<&Sidecar>,
+    ) -> Result<(Self, Box<dyn Env>)> {
         let cores = thread::available_parallelism().map_or(1, |n| n.get());
         if args.workers == Some(0) {
             return Err(Error::BadArguments(
@@ -300,18 +305,19 @@ impl TrainConfig {
         } else {
             None
         };
-        if let Some(checkpoint) = &resume {
-            let screen = resumed_screen(args, &checkpoint.sidecar)?;
-            let trained = checkpoint.sidecar.trained_with.as_ref();
-            env = env.as_trained(screen, trained);
+        let resumed_record =
+            resume.as_ref().map(|checkpoint| &checkpoint.sidecar).or(rank_zero_record);
+        if let Some(record) = resumed_record {
+            let screen = resumed_screen(args, record)?;
+            env = env.as_trained(screen, record.trained_with.as_ref());
         }
         if env.options.screen != flag_screen || env.options.crops != flag_crops {
             // The model is sized from this environment's observations: they must be
             // the screens the checkpoint was trained on, not those the flags implied.
             test_env = env.make(provisional_rank)?;
         }
-        let spec = match &resume {
-            Some(checkpoint) => {
+        let spec = match (&resume, rank_zero_record) {
+            (Some(checkpoint), _) => {
                 let (hidden_size, lstm) = resumed_dimensions(args, &checkpoint.sidecar)?;
                 checkpoint::checked_spec(
                     test_env.as_ref(),
@@ -322,7 +328,23 @@ impl TrainConfig {
                     checkpoint::SIDECAR_MISMATCH,
                 )?
             }
-            None => {
+            // Rank 0 checked the checkpoint's tensors, and gives this rank its weights.
+            (None, Some(record)) => {
+                let (hidden_size, lstm) = resumed_dimensions(args, record)?;
+                let mut spec = ModelSpec::for_env(
+                    test_env.observation_shape(),
+                    test_env.action_space(),
+                    hidden_size,
+                    lstm,
+                );
+                checkpoint::adopt_trained_model(
+                    &mut spec,
+                    &record.model,
+                    Path::new("rank 0's checkpoint"),
+                )?;
+                spec
+            }
+            (None, None) => {
                 let mut spec = ModelSpec::for_env(
                     test_env.observation_shape(),
                     test_env.action_space(),
@@ -341,7 +363,7 @@ impl TrainConfig {
         // A fresh --normalize-obs run's scaling is measured where the run starts (20,000
         // steps of play), not here: settings are made without playing.
         let measure_input_norm =
-            args.normalize_obs && resume.is_none() && matches!(spec.body, Body::Mlp { .. });
+            args.normalize_obs && resumed_record.is_none() && matches!(spec.body, Body::Mlp { .. });
         let workers = args.workers.unwrap_or_else(|| {
             cores.saturating_mul(TrainerConfig::agents_per_core(args.trainer, &spec.body))
         });

@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 
 use super::c10d::Group;
 use super::sync::{SyncMerge, SyncPoint};
+use crate::checkpoint::Sidecar;
 use crate::counters::TrainingCounters;
 use crate::error::{Error, Result};
 use crate::shared::SharedModel;
@@ -50,6 +51,27 @@ pub fn agree_on_settings(group: &mut Group, settings: &serde_json::Value) -> Res
         group.world_size,
         String::from_utf8_lossy(&how)
     )))
+}
+
+/// The sidecar of the checkpoint rank 0 resumes (`own` there), on every rank; `None`
+/// when rank 0 starts afresh. The other ranks size their model from it, so that every
+/// rank of a resumed run can be started with one command, model flags left out.
+pub fn resumed_record(group: &mut Group, own: Option<&Sidecar>) -> Result<Option<Sidecar>> {
+    let sent = match own {
+        Some(sidecar) if group.rank == 0 => serde_json::to_vec(sidecar).unwrap_or_default(),
+        _ => Vec::new(),
+    };
+    let received = broadcast_bytes(group, sent, 0)?;
+    if received.is_empty() {
+        return Ok(None);
+    }
+    serde_json::from_slice(&received).map(Some).map_err(|err| {
+        Error::Training(format!(
+            "rank {} of {}: rank 0's checkpoint record did not read here ({err}); start every rank with \
+             the same a3g",
+            group.rank, group.world_size
+        ))
+    })
 }
 
 /// Rank `root`'s `bytes` on every rank (the others' `bytes` are not read).
