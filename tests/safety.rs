@@ -371,19 +371,7 @@ fn failures_are_named_for_what_they_are() {
 #[test]
 fn a_failed_checkpoint_write_keeps_the_last_checkpoint() {
     let scratch = Scratch::new("full-disk");
-    let flags: Vec<String> = [
-        "train",
-        "--env",
-        "CartPole-v1",
-        "--workers",
-        "1",
-        "--hidden-size",
-        "256",
-        "--max-steps",
-        "50",
-    ]
-    .map(String::from)
-    .to_vec();
+    let flags = cartpole(&["--workers", "1", "--hidden-size", "256", "--max-steps", "50"]);
     let first = scratch.a3g_owned(&flags);
     assert!(first.status.success(), "{}", first.stderr);
     let files =
