@@ -63,8 +63,12 @@ pub fn run(args: &EvalArgs) -> Result<()> {
                   is damaged: restore it or train again";
     let recorded =
         sidecar.as_ref().map(|(sidecar, sidecar_path)| (sidecar, sidecar_path.as_path()));
-    let spec =
-        checkpoint::checked_spec(env.as_ref(), dimensions, &path, &tensors, recorded, advice)?;
+    let spec = checkpoint::checked_spec(
+        env.as_ref(),
+        dimensions,
+        Some(checkpoint::TensorsToCheck { path: &path, tensors: &tensors, advice }),
+        recorded,
+    )?;
     tch::set_num_threads(1);
     let device = config.device;
     let vs = nn::VarStore::new(device);

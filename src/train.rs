@@ -27,8 +27,7 @@ use crate::trainer;
 pub fn run(args: &TrainArgs) -> Result<()> {
     // A rank other than 0 meets rank 0 first: a resumed run's model is the one rank 0's
     // checkpoint records, which this rank's flags may leave out.
-    let launch = Launch::from_env(|name| std::env::var(name).ok())?
-        .filter(|launch| launch.world_size > 1 && launch.rank != 0);
+    let launch = Launch::of_this_process()?.filter(|launch| launch.rank != 0);
     let early = match &launch {
         Some(launch) => {
             let mut group = Group::join(launch, Duration::from_secs_f64(args.sync_timeout))?;

@@ -376,23 +376,32 @@ pub struct PlayedModel {
     pub sidecar: Option<(Sidecar, PathBuf)>,
 }
 
-/// The model a checkpoint holds, checked, for `train --load` and eval alike: built for
-/// `env`'s observations and actions with the checkpoint's `(hidden size, LSTM)`, its
-/// tensors' shapes checked against it (before any model is built: the shapes a
-/// damaged file implies could ask for terabytes; `advice` says what to do if they do
-/// not fit), then given what its sidecar records beyond them (input scaling, the
+/// A checkpoint's tensors, for [`checked_spec`] to check against the model they imply.
+pub struct TensorsToCheck<'a> {
+    /// The model file they were read from.
+    pub path: &'a Path,
+    pub tensors: &'a [(String, Tensor)],
+    /// What to do if they do not fit.
+    pub advice: &'static str,
+}
+
+/// The model a checkpoint holds, checked, for `train --load` (on every rank) and eval
+/// alike: built for `env`'s observations and actions with the checkpoint's `(hidden
+/// size, LSTM)`, its tensors' shapes checked against it where this process holds them
+/// (before any model is built: the shapes a damaged file implies could ask for
+/// terabytes), then given what its sidecar records beyond them (input scaling, the
 /// Gaussian's floor), when it has one.
 pub fn checked_spec(
     env: &dyn Env,
     (hidden_size, lstm): (i64, bool),
-    model_path: &Path,
-    tensors: &[(String, Tensor)],
+    tensors: Option<TensorsToCheck>,
     sidecar: Option<(&Sidecar, &Path)>,
-    advice: &'static str,
 ) -> Result<ModelSpec> {
     let mut spec =
         ModelSpec::for_env(env.observation_shape(), env.action_space(), hidden_size, lstm);
-    check_shapes(model_path, tensors, &parameter_shapes(&spec), advice)?;
+    if let Some(TensorsToCheck { path, tensors, advice }) = tensors {
+        check_shapes(path, tensors, &parameter_shapes(&spec), advice)?;
+    }
     if let Some((sidecar, sidecar_path)) = sidecar {
         adopt_trained_model(&mut spec, &sidecar.model, sidecar_path)?;
     }
@@ -403,7 +412,7 @@ pub fn checked_spec(
 /// checkpoint's sidecar (`sidecar`) describes, has: its input scaling and its
 /// Gaussian's floor. Either out of range, or a scaling that does not fit `spec`'s
 /// inputs, means a damaged or made-up sidecar, and is refused.
-pub fn adopt_trained_model(
+fn adopt_trained_model(
     spec: &mut ModelSpec,
     trained: &ModelSpec,
     sidecar: &Path,
@@ -566,7 +575,7 @@ pub fn checkpoints_in(dir: &Path) -> Vec<String> {
 /// Checks that `source` holds exactly the tensors `expected` names, each of its shape;
 /// the error names the first that differs, with both shapes. Nothing is allocated, so
 /// this runs before a model of the expected shapes is built.
-pub fn check_shapes(
+fn check_shapes(
     path: &Path,
     source: &[(String, Tensor)],
     expected: &[(String, Vec<i64>)],

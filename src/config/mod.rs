@@ -21,8 +21,7 @@ use crate::device;
 use crate::distributed::{c10d, Launch, ModelSum, SyncMerge};
 use crate::env::{self, atari::AtariId, Crop, CropTable, Env, EnvOptions, Screen};
 use crate::error::{Error, Result};
-use crate::ga3c::settings::ga3c_agents_per_core;
-use crate::ga3c::settings::Ga3cConfig;
+use crate::ga3c::settings::{ga3c_agents_per_core, Ga3cConfig};
 use crate::model::{Body, Head, ModelSpec, MIN_STD_RANGE};
 use crate::rollout::{LossConfig, RewardShaping};
 use crate::shared_optim::OptimizerKind;
@@ -252,9 +251,7 @@ impl TrainConfig {
             ));
         }
         let devices = device::select_list(&args.gpu_ids)?;
-        // A world of one rank is a run on one machine, without the engine.
-        let launch = Launch::from_env(|name| std::env::var(name).ok())?
-            .filter(|launch| launch.world_size > 1);
+        let launch = Launch::of_this_process()?;
         if launch.is_some() && args.sync_interval * 2.0 > args.sync_timeout {
             // A rank that stops enters the next sync up to an interval before the
             // others, and must not give up on them meanwhile.
@@ -316,35 +313,27 @@ impl TrainConfig {
             // the screens the checkpoint was trained on, not those the flags implied.
             test_env = env.make(provisional_rank)?;
         }
-        let spec = match (&resume, rank_zero_record) {
-            (Some(checkpoint), _) => {
-                let (hidden_size, lstm) = resumed_dimensions(args, &checkpoint.sidecar)?;
+        let spec = match resumed_record {
+            Some(record) => {
+                // Rank 0 alone holds the tensors: it checks them, and gives the other
+                // ranks its weights.
+                let tensors = resume.as_ref().map(|checkpoint| checkpoint::TensorsToCheck {
+                    path: &checkpoint.files.model,
+                    tensors: &checkpoint.model,
+                    advice: checkpoint::SIDECAR_MISMATCH,
+                });
+                let record_path =
+                    resume.as_ref().map_or(Path::new("rank 0's checkpoint"), |checkpoint| {
+                        checkpoint.files.sidecar.as_path()
+                    });
                 checkpoint::checked_spec(
                     test_env.as_ref(),
-                    (hidden_size, lstm),
-                    &checkpoint.files.model,
-                    &checkpoint.model,
-                    Some((&checkpoint.sidecar, checkpoint.files.sidecar.as_path())),
-                    checkpoint::SIDECAR_MISMATCH,
+                    resumed_dimensions(args, record)?,
+                    tensors,
+                    Some((record, record_path)),
                 )?
             }
-            // Rank 0 checked the checkpoint's tensors, and gives this rank its weights.
-            (None, Some(record)) => {
-                let (hidden_size, lstm) = resumed_dimensions(args, record)?;
-                let mut spec = ModelSpec::for_env(
-                    test_env.observation_shape(),
-                    test_env.action_space(),
-                    hidden_size,
-                    lstm,
-                );
-                checkpoint::adopt_trained_model(
-                    &mut spec,
-                    &record.model,
-                    Path::new("rank 0's checkpoint"),
-                )?;
-                spec
-            }
-            (None, None) => {
+            None => {
                 let mut spec = ModelSpec::for_env(
                     test_env.observation_shape(),
                     test_env.action_space(),

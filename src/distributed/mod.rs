@@ -112,6 +112,12 @@ impl Launch {
         }))
     }
 
+    /// This process's place in a run across machines, from its environment: `None` for
+    /// a run on one machine, a world of one rank included (it needs no engine).
+    pub fn of_this_process() -> Result<Option<Self>> {
+        Ok(Self::from_env(|name| std::env::var(name).ok())?.filter(|launch| launch.world_size > 1))
+    }
+
     /// What to tell a user whose environment names a rank but not all a launch needs
     /// (MASTER_ADDR, or one of a launcher's pair of variables), which runs on one
     /// machine: that it does, and how to train across machines instead.
