@@ -54,9 +54,9 @@ fn main() {
     let mut steps = 0u64;
     while start.elapsed() < MEASURE {
         for (episode, env) in episodes.iter().zip(envs.iter_mut()) {
-            env.reset(Some(episode.seed));
+            env.reset(Some(episode.seed)).unwrap();
             for action in &episode.actions {
-                env.step(action);
+                env.step(action).unwrap();
             }
             steps += episode.actions.len() as u64;
         }

@@ -61,12 +61,12 @@ fn main() {
 
     let mut stack = env::make("PongDeterministic-v4", &EnvOptions::default())
         .expect("make PongDeterministic-v4");
-    stack.reset(None);
+    stack.reset(None).unwrap();
     let mut step = 0usize;
     let agent_steps = rate(|| {
         step += 1;
-        if stack.step(&Action::Discrete([0, 2, 3][step / 8 % 3])).done() {
-            stack.reset(None);
+        if stack.step(&Action::Discrete([0, 2, 3][step / 8 % 3])).unwrap().done() {
+            stack.reset(None).unwrap();
         }
     });
 

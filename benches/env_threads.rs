@@ -40,13 +40,13 @@ fn main() {
                 let options =
                     EnvOptions { seed: 1 + thread as u64, screen, ..EnvOptions::default() };
                 let mut stack = env::make("PongDeterministic-v4", &options).expect("make Pong");
-                stack.reset(None);
+                stack.reset(None).unwrap();
                 // A cheap deterministic action sequence that keeps the game moving;
                 // the spread of actions, not a policy, is what the emulator sees.
                 let mut step = |count: u64| {
                     let action = Action::Discrete([0, 2, 3][(count / 8 % 3) as usize]);
-                    if stack.step(&action).done() {
-                        stack.reset(None);
+                    if stack.step(&action).unwrap().done() {
+                        stack.reset(None).unwrap();
                     }
                 };
                 for count in 0..WARM_UP_STEPS {

@@ -8,7 +8,9 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use serde::{Deserialize, Serialize};
 
 use crate::distributed::SyncMerge;
+use crate::env::gym::PythonOptions;
 use crate::env::{CropTable, EnvOptions, Screen};
+use crate::error::Error;
 pub use crate::ga3c::settings::{Ga3cArgs, PrecisionName};
 
 /// Asynchronous advantage actor-critic (A3C) and its GPU-hybrid form A3G.
@@ -108,19 +110,78 @@ pub struct EnvArgs {
     /// Agent steps after which an episode is cut.
     #[arg(long, allow_negative_numbers = true, default_value_t = 10_000, value_parser = clap::value_parser!(u32).range(1..), help_heading = "Environment")]
     pub max_episode_length: u32,
+    /// A module to import before an outside environment (`gym:<id>`, a class) is
+    /// made, for packages that register their Gymnasium ids on import (for example
+    /// minigrid); may be given more than once.
+    #[arg(long = "env-import", value_name = "MODULE", help_heading = "Environment")]
+    #[serde(default)]
+    pub env_imports: Vec<String>,
+    /// Keyword arguments for an outside environment, as a JSON object: passed to
+    /// gymnasium.make or to the class (for example '{"size": 8}').
+    #[arg(long, value_name = "JSON", help_heading = "Environment")]
+    pub env_kwargs: Option<String>,
+    /// The Python that runs outside environments (default: $A3G_PYTHON, else python3).
+    #[arg(long, value_name = "PATH", help_heading = "Environment")]
+    pub python: Option<String>,
+    /// Seconds an outside environment may take to start or to answer one step or
+    /// reset before it counts as hung and is stopped.
+    #[arg(long, default_value_t = 60.0, value_parser = parse_env_timeout, allow_negative_numbers = true, help_heading = "Environment")]
+    #[serde(default = "default_env_timeout")]
+    pub env_timeout: f64,
 }
 
 impl EnvArgs {
     /// The environment settings these flags give, for an environment seeded `seed`
     /// whose Atari screens are prepared as `screen`.
-    pub fn options(&self, crops: &CropTable, seed: u64, screen: Screen) -> EnvOptions {
-        EnvOptions {
+    pub fn options(
+        &self,
+        crops: &CropTable,
+        seed: u64,
+        screen: Screen,
+    ) -> crate::error::Result<EnvOptions> {
+        let kwargs = match &self.env_kwargs {
+            None => serde_json::Map::new(),
+            Some(text) => match serde_json::from_str::<serde_json::Value>(text) {
+                Ok(serde_json::Value::Object(kwargs)) => kwargs,
+                Ok(_) => {
+                    return Err(Error::BadArguments(format!(
+                        "--env-kwargs {text} is not a JSON object; give keyword arguments as '{{\"name\": value}}'"
+                    )))
+                }
+                Err(err) => {
+                    return Err(Error::BadArguments(format!(
+                        "--env-kwargs is not valid JSON ({err}); give keyword arguments as '{{\"name\": value}}'"
+                    )))
+                }
+            },
+        };
+        let outside = crate::env::gym::Target::parse(&self.env).is_some();
+        if !outside && (!kwargs.is_empty() || !self.env_imports.is_empty()) {
+            return Err(Error::BadArguments(format!(
+                "--env-kwargs and --env-import are for environments from outside a3g (gym:<id>, \
+                 <file.py>:<Class>); {} is built in: leave them out",
+                self.env
+            )));
+        }
+        let python = self
+            .python
+            .clone()
+            .or_else(|| std::env::var("A3G_PYTHON").ok().filter(|python| !python.is_empty()))
+            .unwrap_or_else(|| "python3".into());
+        Ok(EnvOptions {
             seed,
             max_episode_length: Some(self.max_episode_length),
             skip_rate: self.skip_rate,
             crops: crops.clone(),
             screen,
-        }
+            python: PythonOptions {
+                python,
+                imports: self.env_imports.clone(),
+                kwargs,
+                timeout: Duration::from_secs_f64(self.env_timeout),
+                render: false,
+            },
+        })
     }
 }
 
@@ -411,6 +472,15 @@ fn parse_sync_timeout(text: &str) -> Result<f64, String> {
     // Below a second no rendezvous completes; and c10d reads 0 ms as no timeout.
     number_in(text, |value| (1.0..=86_400.0).contains(&value))
         .ok_or_else(|| format!("{text:?} is not a timeout; write seconds from 1 to 86400"))
+}
+
+fn parse_env_timeout(text: &str) -> Result<f64, String> {
+    number_in(text, |value| (0.1..=86_400.0).contains(&value))
+        .ok_or_else(|| format!("{text:?} is not a timeout; write seconds from 0.1 to 86400"))
+}
+
+fn default_env_timeout() -> f64 {
+    60.0
 }
 
 fn parse_save_interval(text: &str) -> Result<f64, String> {

@@ -131,6 +131,15 @@ pub enum Error {
     /// A flag value or combination that cannot work.
     #[error("{0}")]
     BadArguments(String),
+    /// An environment played in a Python process of its own (`gym:<id>`, a user's
+    /// class) failed: it raised, crashed, hung or could not start.
+    #[error("{env}: {problem}")]
+    EnvProcess {
+        /// `--env` as given.
+        env: String,
+        /// What went wrong and what to do, on one line.
+        problem: String,
+    },
     /// Training cannot go on (a diverged model).
     #[error("{0}")]
     Training(String),
@@ -199,6 +208,18 @@ fn list_found(dir: &std::path::Path, found: &[String]) -> String {
         " (it holds no checkpoints)".to_string()
     } else {
         format!(" (it holds: {})", found.join(", "))
+    }
+}
+
+impl Error {
+    /// Whether an environment from outside a3g failed (raised, crashed, hung): the
+    /// model is not at fault, so a run keeps what it learned.
+    pub fn is_environment_failure(&self) -> bool {
+        match self {
+            Error::EnvProcess { .. } => true,
+            Error::Thread { cause, .. } => cause.is_environment_failure(),
+            _ => false,
+        }
     }
 }
 

@@ -9,11 +9,11 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 use tch::nn;
 
-use crate::checkpoint;
+use crate::checkpoint::{self, OpenedModel};
 use crate::cli::EvalArgs;
 use crate::config::EvalConfig;
 use crate::console;
-use crate::env::{Env, Screen};
+use crate::env::Env;
 use crate::error::{Error, Result};
 use crate::game_log::{self, GameLog};
 use crate::gif::{self, GifWriter};
@@ -42,38 +42,16 @@ pub struct Summary {
 
 /// Runs `a3g eval`.
 pub fn run(args: &EvalArgs) -> Result<()> {
-    let config = EvalConfig::new(args)?;
-    // Made once with the default screen so that an unknown id is reported as such
-    // rather than as a missing checkpoint; remade below if the model wants another.
-    let mut env = config.env.make(0)?;
-    let env_crop = config.env.crop();
+    let mut config = EvalConfig::new(args)?;
+    let OpenedModel { spec, mut env, played, .. } = config.open_model()?;
+    let checkpoint::PlayedModel { path, tensors, .. } =
+        played.expect("a model opened to play holds what it plays");
     let env_id = config.env.id.clone();
-    // A model without a sidecar (PyTorch's) is checked by its shapes alone.
-    let checkpoint::PlayedModel { path, tensors, sidecar } =
-        checkpoint::load_model(&config.load_model_dir, &env_id)?;
-    let screen = checkpoint::implied_screen(&tensors);
-    // A sidecar of a3g 0.1 records no settings.
-    let trained = sidecar.as_ref().and_then(|(sidecar, _)| sidecar.trained_with.as_ref());
-    let config = config.as_trained(screen, trained);
-    if config.env.crop() != env_crop || screen != Screen::Gray80 {
-        env = config.env.make(0)?;
-    }
-    let dimensions = checkpoint::implied_architecture(&path, &tensors)?;
-    let advice = "evaluate it with the --env it was trained on; if that is this one, the file \
-                  is damaged: restore it or train again";
-    let recorded =
-        sidecar.as_ref().map(|(sidecar, sidecar_path)| (sidecar, sidecar_path.as_path()));
-    let spec = checkpoint::checked_spec(
-        env.as_ref(),
-        dimensions,
-        Some(checkpoint::TensorsToCheck { path: &path, tensors: &tensors, advice }),
-        recorded,
-    )?;
     tch::set_num_threads(1);
     let device = config.device;
     let vs = nn::VarStore::new(device);
     let model = ActorCritic::new(&vs, &spec);
-    checkpoint::copy_matching(&path, &tensors, model.parameters(), advice)?;
+    checkpoint::copy_matching(&path, &tensors, model.parameters(), checkpoint::PLAY_MISMATCH)?;
 
     let stem = env_id.replace('/', "_");
     let mut log = GameLog::append(&config.log_path, &config.arguments, game_log::EVAL_STARTED)?;
@@ -104,23 +82,34 @@ pub fn run(args: &EvalArgs) -> Result<()> {
     let started = Instant::now();
     let (mut rewards, mut lengths, mut recordings) = (Vec::new(), Vec::new(), Vec::new());
     for episode in 0..config.num_episodes {
-        let mut recorder = match &config.record_dir {
+        let recording = match &config.record_dir {
             Some(record_dir) if episode % config.render_freq == 0 => {
-                let file = record_dir.join(format!("{stem}_game{:04}.gif", episode + 1));
-                let frame = env.render();
-                Some(GifWriter::create(&file, frame.width, frame.height, env.step_seconds())?)
+                Some(record_dir.join(format!("{stem}_game{:04}.gif", episode + 1)))
             }
             _ => None,
         };
+        let mut recorder: Option<GifWriter> = None;
+        // The recording starts with the game's first frame, after its reset: a
+        // Gymnasium environment renders nothing before one.
         let (reward, length) = play_greedy_game(
             env.as_mut(),
             &model,
             device,
             config.env.max_episode_length,
             None,
-            |env: &mut dyn Env| match recorder.as_mut() {
-                Some(recorder) => recorder.add(&env.render()),
-                None => Ok(()),
+            |env: &mut dyn Env| {
+                let Some(file) = &recording else { return Ok(()) };
+                let frame = env.render()?;
+                let recorder = match &mut recorder {
+                    Some(recorder) => recorder,
+                    None => recorder.insert(GifWriter::create(
+                        file,
+                        frame.width,
+                        frame.height,
+                        env.step_seconds(),
+                    )?),
+                };
+                recorder.add(&frame)
             },
         )?
         .expect("no stop is passed, so every game finishes");

@@ -17,6 +17,7 @@ use tch::{Device, Tensor};
 
 use crate::env::rng::Rng;
 use crate::env::{Action, ActionSpace, Env};
+use crate::error::Result;
 
 /// Bound on a scaled input: a state far outside random play (a walker at full speed)
 /// stays within the range the network was initialised for.
@@ -44,9 +45,9 @@ impl InputNorm {
     /// Plays `steps` agent steps of uniformly random actions in `env` (reset with
     /// [`MEASURE_SEED`], then onward), and takes the mean and deviation of every
     /// observation seen, the resets' included.
-    pub fn measure(env: &mut dyn Env, steps: usize) -> InputNorm {
+    pub fn measure(env: &mut dyn Env, steps: usize) -> Result<InputNorm> {
         let mut rng = Rng::new(MEASURE_SEED);
-        let mut observation = env.reset(Some(MEASURE_SEED));
+        let mut observation = env.reset(Some(MEASURE_SEED))?;
         let mut count = 0.0f64;
         let mut mean = vec![0.0f64; observation.len()];
         let mut squares = vec![0.0f64; observation.len()];
@@ -58,12 +59,12 @@ impl InputNorm {
                 *mean += delta / count;
                 *squares += delta * (f64::from(value) - *mean);
             }
-            let step = env.step(&random_action(env.action_space(), &mut rng));
-            observation = if step.done() { env.reset(None) } else { step.observation };
+            let step = env.step(&random_action(env.action_space(), &mut rng))?;
+            observation = if step.done() { env.reset(None)? } else { step.observation };
         }
         let std =
             squares.iter().map(|&squares| ((squares / count).sqrt() as f32).max(MIN_DEVIATION));
-        InputNorm { mean: mean.iter().map(|&mean| mean as f32).collect(), std: std.collect() }
+        Ok(InputNorm { mean: mean.iter().map(|&mean| mean as f32).collect(), std: std.collect() })
     }
 
     /// What is wrong with it as the scaling of `inputs` elements (read from a sidecar,
@@ -118,7 +119,7 @@ mod tests {
 
     fn measure(id: &str, steps: usize) -> InputNorm {
         let mut env = env::make(id, &EnvOptions::default()).expect("a known id");
-        InputNorm::measure(env.as_mut(), steps)
+        InputNorm::measure(env.as_mut(), steps).unwrap()
     }
 
     /// The walker's statistics: the hull angle and angular speed are small and get

@@ -423,16 +423,16 @@ impl<'a> Monitor<'a> {
     /// failure of the run's threads, as the supervisor kept it.
     pub fn finish(mut self, thread_failure: Option<Error>) -> Result<()> {
         if let Some(err) = self.error.take().or(thread_failure) {
+            if err.is_environment_failure() {
+                // The environment failed, not the model: what training reached is
+                // kept, as after a stop.
+                self.keep_final("stopped by a failed environment")?;
+            }
             return Err(err);
         }
         if let Some(StopReason::Failure(message)) = self.stop.reason() {
             return Err(Error::Training(message));
         }
-        let run = &self.config.run;
-        let steps = world(
-            &self.counters.agent_steps,
-            self.peers.as_deref().map(|peers| &peers.agent_steps),
-        );
         let reason = match self.stop.reason() {
             Some(StopReason::StepBudget) => "reached --max-steps",
             Some(StopReason::TimeBudget) => "reached --max-time",
@@ -440,6 +440,16 @@ impl<'a> Monitor<'a> {
             Some(StopReason::Signal) => "interrupted",
             _ => "stopped",
         };
+        self.keep_final(reason)
+    }
+
+    /// Writes the run's final checkpoint and says what it holds, `reason` first.
+    fn keep_final(&mut self, reason: &str) -> Result<()> {
+        let run = &self.config.run;
+        let steps = world(
+            &self.counters.agent_steps,
+            self.peers.as_deref().map(|peers| &peers.agent_steps),
+        );
         if !self.config.leads() {
             console::say(&format!(
                 "{reason} after {steps} agent steps over all ranks; rank 0 saved the model"

@@ -93,7 +93,7 @@ pub fn play_greedy_game(
     let action_space = env.action_space().clone();
     let mut batch_shape = vec![1i64];
     batch_shape.extend_from_slice(env.observation_shape());
-    let mut observation = env.reset(None);
+    let mut observation = env.reset(None)?;
     after_each_step(env)?;
     let mut state = LstmState::zeros(&spec, device);
     let (mut reward, mut length) = (0.0, 0u64);
@@ -103,14 +103,14 @@ pub fn play_greedy_game(
         }
         let input = crate::device::upload(&observation, &batch_shape, device);
         let output = model.forward(&input, &state);
-        let step = env.step(&policy::greedy(&output.policy, action_space.bounds()));
+        let step = env.step(&policy::greedy(&output.policy, action_space.bounds()))?;
         reward += f64::from(step.reward);
         length += 1;
         state = output.state;
         let game_over = step.game_over();
         observation = step.observation;
         if step.life_lost {
-            observation = env.reset(None);
+            observation = env.reset(None)?;
             state = LstmState::zeros(&spec, device);
         }
         after_each_step(env)?;

@@ -9,7 +9,7 @@ use tch::{nn, Device};
 
 use crate::checkpoint::SavedCounters;
 use crate::cli::TrainArgs;
-use crate::config::TrainConfig;
+use crate::config::TrainPlan;
 use crate::console;
 use crate::distributed::c10d::Group;
 use crate::distributed::rank::{self, RankSync};
@@ -36,13 +36,14 @@ pub fn run(args: &TrainArgs) -> Result<()> {
         }
         None => None,
     };
-    let (mut config, test_env) =
-        TrainConfig::new(args, early.as_ref().and_then(|(_, record)| record.as_ref()))?;
+    let mut plan = TrainPlan::new(args)?;
+    let model = plan.open_model(early.as_ref().and_then(|(_, record)| record.as_ref()))?;
+    let (mut config, test_env) = plan.into_config(model)?;
     if config.measure_input_norm {
         // Before the ranks compare settings, which include the scaling.
         let mut measured = config.env.make_seeded(MEASURE_SEED)?;
         if let Body::Mlp { input_norm, .. } = &mut config.spec.body {
-            *input_norm = Some(InputNorm::measure(measured.as_mut(), MEASURE_STEPS));
+            *input_norm = Some(InputNorm::measure(measured.as_mut(), MEASURE_STEPS)?);
         }
     }
     console::note_when_stdout_closes(if config.leads() {

@@ -351,7 +351,9 @@ fn a_rank_never_joins_another_runs_world() {
         output.wait_for("steps/s");
     }
     let (line, took) = lone_rank(1, 2, port, &[]);
-    assert!(took < Duration::from_secs(3), "{took:?}: {line}");
+    // The message, not the time, tells a refusal from the 3 s timeout (which says that
+    // not every rank came); the bound only keeps a loaded machine's start-up in.
+    assert!(took < Duration::from_secs(10), "{took:?}: {line}");
     assert!(
         line.contains("rank 1 has already joined the world whose store is at 127.0.0.1:"),
         "{line}"

@@ -21,14 +21,14 @@ fn trajectory(id: &str, seed: u64, steps: usize) -> u64 {
     let hash_observation = |observation: &[f32], hasher: &mut DefaultHasher| {
         observation.iter().for_each(|value| value.to_bits().hash(hasher));
     };
-    hash_observation(&env.reset(None), &mut hasher);
+    hash_observation(&env.reset(None).unwrap(), &mut hasher);
     for step in 0..steps {
-        let result = env.step(&Action::Discrete((step * 7 / 5) % actions));
+        let result = env.step(&Action::Discrete((step * 7 / 5) % actions)).unwrap();
         hash_observation(&result.observation, &mut hasher);
         (result.reward.to_bits(), result.terminated, result.truncated, result.lives)
             .hash(&mut hasher);
         if result.done() {
-            hash_observation(&env.reset(None), &mut hasher);
+            hash_observation(&env.reset(None).unwrap(), &mut hasher);
         }
     }
     hasher.finish()
@@ -138,14 +138,14 @@ fn step_and_frame_limits_truncate() {
 
     let options = EnvOptions { seed: 1, max_episode_length: Some(20), ..EnvOptions::default() };
     let mut agent = env::make("PongNoFrameskip-v4", &options).unwrap();
-    agent.reset(None);
+    agent.reset(None).unwrap();
     // 1..=30 no-ops, then fire reset's FIRE and UP, 4 frames each.
     let reset_frames = agent.env_frames();
     assert!((9..=38).contains(&reset_frames), "{reset_frames} frames at reset");
     let last_step = (20 * 4 - reset_frames).div_ceil(4);
     for step in 1..=last_step {
         assert_eq!(
-            agent.step(&Action::Discrete(0)).truncated,
+            agent.step(&Action::Discrete(0)).unwrap().truncated,
             step == last_step,
             "agent step {step}"
         );
@@ -159,13 +159,13 @@ fn atari_stack_observations_and_frames() {
     let options = EnvOptions { seed: 3, skip_rate: 4, ..EnvOptions::default() };
     let mut env = env::make("PongNoFrameskip-v4", &options).unwrap();
     assert_eq!(env.observation_shape(), &[1, 80, 80]);
-    let observation = env.reset(None);
+    let observation = env.reset(None).unwrap();
     assert_eq!(observation.len(), 80 * 80);
     assert!(observation.iter().all(|value| value.is_finite()));
     let frames_after_reset = env.env_frames();
     let mut rewards = 0.0;
     for _ in 0..200 {
-        rewards += env.step(&Action::Discrete(0)).reward;
+        rewards += env.step(&Action::Discrete(0)).unwrap().reward;
     }
     assert_eq!(env.env_frames() - frames_after_reset, 800);
     // Standing still loses points in Pong; each is a raw -1.
@@ -242,7 +242,7 @@ fn replay_gymnasium(
     let seed = episode["seed"].as_u64();
     let walker = id.starts_with("BipedalWalker");
     let context = format!("{id} seed {seed:?}");
-    let reset = env.reset(seed);
+    let reset = env.reset(seed).unwrap();
     if walker {
         assert!(gap(&reset, &floats(&episode["reset"])) <= 2e-4, "{context}: reset");
     } else {
@@ -256,7 +256,7 @@ fn replay_gymnasium(
             serde_json::Value::Array(_) => Action::Continuous(floats(&expected["action"])),
             discrete => Action::Discrete(discrete.as_u64().expect("action") as usize),
         };
-        let step = env.step(&action);
+        let step = env.step(&action).unwrap();
         let context = format!("{context}, step {}", index + 1);
         let observation = floats(&expected["observation"]);
         let reward = expected["reward"].as_f64().expect("reward");

@@ -94,7 +94,7 @@ fn start(
             seed: config.env.seed(rank),
             counters: Arc::clone(counters),
             profile_phases: config.profile_phases,
-        }));
+        })?);
     }
     console::say(&device::placement(devices, config.workers));
     let queues: Vec<WorkerQueue> = queued.into_iter().map(WorkerQueue::new).collect();

@@ -142,14 +142,14 @@ pub struct Worker {
 
 impl Worker {
     /// Resets the worker's environment, ready for its first rollout.
-    pub fn new(mut setup: WorkerSetup) -> Self {
+    pub fn new(mut setup: WorkerSetup) -> Result<Self> {
         let action_space = setup.env.action_space().clone();
         let batch_shape = [&[1i64][..], setup.env.observation_shape()].concat();
-        let observation = setup.env.reset(None);
+        let observation = setup.env.reset(None)?;
         let frames_seen = setup.env.env_frames();
         let state = LstmState::zeros(&setup.spec, setup.device);
         let rng = Rng::new(setup.seed ^ 0x776f_726b);
-        Worker {
+        Ok(Worker {
             setup,
             action_space,
             batch_shape,
@@ -159,14 +159,14 @@ impl Worker {
             episode_length: 0,
             done: false,
             frames_seen,
-        }
+        })
     }
 
     /// Pulls the shared weights, plays one rollout and pushes its update. A stop
     /// request abandons the rollout at the next agent step, so that a stop is seen
     /// within one step however long rollouts are.
     fn train_one_rollout(&mut self, local: &LocalModel, stop: &Stop) -> Result<()> {
-        match self.collect_rollout(local, stop) {
+        match self.collect_rollout(local, stop)? {
             Some(mut collected) => {
                 let checked = self.compute_gradients(local, &mut collected);
                 self.apply(local, collected, checked)
@@ -177,8 +177,10 @@ impl Worker {
 
     /// Pulls the shared weights and plays one rollout: one host sync per agent step
     /// (the action's probabilities with the critic's value) and one for the bootstrap
-    /// value. `None` if a stop came first.
-    fn collect_rollout(&mut self, local: &LocalModel, stop: &Stop) -> Option<Collected> {
+    /// value. `None` if a stop came first. The bootstrap value is 0 after a terminal
+    /// step and the critic's value of the last observation otherwise, a time limit's
+    /// cut included: as Gymnasium means `truncated`, the return goes on past it.
+    fn collect_rollout(&mut self, local: &LocalModel, stop: &Stop) -> Result<Option<Collected>> {
         let LocalModel { model, parameters: local_parameters, .. } = local;
         let setup = &mut self.setup;
         let device = setup.device;
@@ -190,12 +192,12 @@ impl Worker {
         lap(&phases.pull, &mut clock, profile);
         let mut state =
             if self.done { LstmState::zeros(&setup.spec, device) } else { self.state.detached() };
-        let mut done = false;
+        let (mut done, mut terminated) = (false, false);
         let mut rollout = Rollout::default();
         let mut lstm_tape = LstmTape::default();
         for _ in 0..setup.num_steps {
             if stop.requested() {
-                return None;
+                return Ok(None);
             }
             let input = device::upload(&self.observation, batch_shape, device);
             let output = model.forward_recorded(&input, &state, &mut lstm_tape);
@@ -205,8 +207,9 @@ impl Worker {
                 &mut self.rng,
                 self.action_space.bounds(),
             );
-            let step = setup.env.step(&sampled.action);
+            let step = setup.env.step(&sampled.action)?;
             self.episode_length += 1;
+            terminated = step.terminated;
             done = step.done() || self.episode_length >= setup.max_episode_length;
             rollout.values.push(output.value);
             rollout.value_estimates.push(sampled.value);
@@ -223,18 +226,20 @@ impl Worker {
                 break;
             }
         }
-        let bootstrap = if done {
-            self.episode_length = 0;
-            self.observation = setup.env.reset(None);
+        let bootstrap = if terminated {
             0.0
         } else {
             let input = device::upload(&self.observation, batch_shape, device);
             tch::no_grad(|| device::read(&model.forward(&input, &state).value)[0])
         };
+        if done {
+            self.episode_length = 0;
+            self.observation = setup.env.reset(None)?;
+        }
         self.state = state.detached();
         self.done = done;
         lap(&phases.rollout, &mut clock, profile);
-        Some(Collected { rollout, bootstrap, clock, lstm_tape })
+        Ok(Some(Collected { rollout, bootstrap, clock, lstm_tape }))
     }
 
     /// Backpropagates a rollout's loss into the local gradient buffer and brings the
@@ -311,7 +316,7 @@ mod tests {
             counters: Arc::default(),
             profile_phases,
         };
-        (Worker::new(setup), LocalModel::new(&spec, device))
+        (Worker::new(setup).unwrap(), LocalModel::new(&spec, device))
     }
 
     /// Computes a rollout's gradients and applies them, as a training thread does.
@@ -339,7 +344,7 @@ mod tests {
             let stop = Stop::default();
             for rollout in 0..3 {
                 let before = device::host_syncs();
-                let collected = worker.collect_rollout(&local, &stop).expect("no stop");
+                let collected = worker.collect_rollout(&local, &stop).unwrap().expect("no stop");
                 let steps = collected.rollout.len() as u64;
                 let bootstrap = u64::from(!worker.done);
                 let laps = if profile { 2 } else { 0 };
@@ -361,7 +366,8 @@ mod tests {
     #[test]
     fn an_update_gives_the_lstm_weights_gradients() {
         let (mut worker, local) = worker("CartPole-v1", Device::Cpu, false);
-        let mut collected = worker.collect_rollout(&local, &Stop::default()).expect("no stop");
+        let mut collected =
+            worker.collect_rollout(&local, &Stop::default()).unwrap().expect("no stop");
         assert!(worker.compute_gradients(&local, &mut collected).finite);
         let names = crate::model::parameter_names(&worker.setup.spec);
         let lstm_weights: Vec<_> = names
@@ -412,7 +418,7 @@ mod tests {
                     on("the LSTM cell state", &worker.state.cell);
                 };
                 walk_model_and_state(&worker);
-                let collected = worker.collect_rollout(&local, &Stop::default()).unwrap();
+                let collected = worker.collect_rollout(&local, &Stop::default()).unwrap().unwrap();
                 let rollout = &collected.rollout;
                 assert!(!rollout.is_empty());
                 for (what, tensors) in [

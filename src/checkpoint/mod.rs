@@ -10,10 +10,14 @@
 //! and the sidecar's checksums tell which. Loading takes the current set when its
 //! checksums hold and the previous one, with a warning, when they do not.
 
+mod open;
 pub mod record;
 mod save;
 pub mod torch_file;
 
+pub use open::{
+    open_model, ModelEnvironments, ModelSource, OpenedModel, PlayedModel, PLAY_MISMATCH,
+};
 use save::sha256;
 pub use save::{
     lock_folder, remove_stale_temporaries, CheckpointFiles, CheckpointWriter, FolderLock,
@@ -25,9 +29,8 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 use tch::{Kind, Tensor};
 
-use crate::env::Env;
 use crate::error::{Error, Result};
-use crate::model::{parameter_shapes, Body, Head, ModelSpec, MIN_STD_RANGE};
+use crate::model::ModelSpec;
 use crate::shared_optim::OptimizerKind;
 use record::TrainedWith;
 
@@ -365,98 +368,6 @@ fn safetensors_problem(error: &safetensors::SafeTensorError) -> String {
         }
         other => format!("not valid safetensors data ({other})"),
     }
-}
-
-/// The model `a3g eval` plays, as [`load_model`] found it.
-pub struct PlayedModel {
-    /// The model file.
-    pub path: PathBuf,
-    pub tensors: Vec<(String, Tensor)>,
-    /// Its sidecar, read, and where it lies; `None` for a PyTorch file.
-    pub sidecar: Option<(Sidecar, PathBuf)>,
-}
-
-/// A checkpoint's tensors, for [`checked_spec`] to check against the model they imply.
-pub struct TensorsToCheck<'a> {
-    /// The model file they were read from.
-    pub path: &'a Path,
-    pub tensors: &'a [(String, Tensor)],
-    /// What to do if they do not fit.
-    pub advice: &'static str,
-}
-
-/// The model a checkpoint holds, checked, for `train --load` (on every rank) and eval
-/// alike: built for `env`'s observations and actions with the checkpoint's `(hidden
-/// size, LSTM)`, its tensors' shapes checked against it where this process holds them
-/// (before any model is built: the shapes a damaged file implies could ask for
-/// terabytes), then given what its sidecar records beyond them (input scaling, the
-/// Gaussian's floor), when it has one.
-pub fn checked_spec(
-    env: &dyn Env,
-    (hidden_size, lstm): (i64, bool),
-    tensors: Option<TensorsToCheck>,
-    sidecar: Option<(&Sidecar, &Path)>,
-) -> Result<ModelSpec> {
-    let mut spec =
-        ModelSpec::for_env(env.observation_shape(), env.action_space(), hidden_size, lstm);
-    if let Some(TensorsToCheck { path, tensors, advice }) = tensors {
-        check_shapes(path, tensors, &parameter_shapes(&spec), advice)?;
-    }
-    if let Some((sidecar, sidecar_path)) = sidecar {
-        adopt_trained_model(&mut spec, &sidecar.model, sidecar_path)?;
-    }
-    Ok(spec)
-}
-
-/// Gives `spec`, built for the environment played, what else `trained`, the model a
-/// checkpoint's sidecar (`sidecar`) describes, has: its input scaling and its
-/// Gaussian's floor. Either out of range, or a scaling that does not fit `spec`'s
-/// inputs, means a damaged or made-up sidecar, and is refused.
-fn adopt_trained_model(
-    spec: &mut ModelSpec,
-    trained: &ModelSpec,
-    sidecar: &Path,
-) -> Result<()> {
-    let corrupt = |reason: String| Error::CorruptCheckpoint { path: sidecar.to_path_buf(), reason };
-    if let (Head::Gaussian { min_std, .. }, Head::Gaussian { min_std: trained_min_std, .. }) =
-        (&mut spec.head, &trained.head)
-    {
-        if !MIN_STD_RANGE.contains(trained_min_std) {
-            let (low, high) = MIN_STD_RANGE.into_inner();
-            return Err(corrupt(format!(
-                "its Gaussian's min_std {trained_min_std} is outside [{low}, {high}]"
-            )));
-        }
-        *min_std = *trained_min_std;
-    }
-    let Body::Mlp { input_norm: Some(norm), .. } = &trained.body else { return Ok(()) };
-    let Body::Mlp { inputs, input_norm, .. } = &mut spec.body else {
-        return Err(corrupt("it gives input scaling to a network of screens".into()));
-    };
-    if let Some(reason) = norm.problem(*inputs) {
-        return Err(corrupt(reason));
-    }
-    *input_norm = Some(norm.clone());
-    Ok(())
-}
-
-/// Reads the model `a3g eval` plays: a3g's own checkpoint (verified as `--load`
-/// does, with the same fallback), else the first PyTorch file of `find_model`.
-pub fn load_model(dir: &Path, env: &str) -> Result<PlayedModel> {
-    let current = CheckpointFiles::new(dir, env);
-    let previous = CheckpointFiles::previous(dir, env);
-    if current.sidecar.exists() || previous.sidecar.exists() {
-        let checkpoint = load_for(dir, env, Purpose::Play)?;
-        checkpoint.sidecar.check_env(&checkpoint.files.model, env)?;
-        return Ok(PlayedModel {
-            path: checkpoint.files.model,
-            tensors: checkpoint.model,
-            sidecar: Some((checkpoint.sidecar, checkpoint.files.sidecar)),
-        });
-    }
-    let path = find_model(dir, env)?;
-    let tensors = read_model(&path)?;
-    Ok(PlayedModel { path, tensors, sidecar: None })
 }
 
 /// Model file extensions, in the order they are looked for: a3g's safetensors,

@@ -12,7 +12,9 @@ use tch::Device;
 
 use crate::a3c::settings::A3cConfig;
 pub use crate::checkpoint::record::{TrainedWith, TrainerConfig};
-use crate::checkpoint::{self, Checkpoint, FolderLock, Sidecar};
+use crate::checkpoint::{
+    self, Checkpoint, FolderLock, ModelEnvironments, ModelSource, OpenedModel, Sidecar,
+};
 use crate::cli::{
     EnvArgs, EvalArgs, ModelName, OptimizerName, PrecisionName, TrainArgs, TrainerName,
 };
@@ -22,7 +24,7 @@ use crate::distributed::{c10d, Launch, ModelSum, SyncMerge};
 use crate::env::{self, atari::AtariId, Crop, CropTable, Env, EnvOptions, Screen};
 use crate::error::{Error, Result};
 use crate::ga3c::settings::{ga3c_agents_per_core, Ga3cConfig};
-use crate::model::{Body, Head, ModelSpec, MIN_STD_RANGE};
+use crate::model::{Body, ModelRequest, ModelSpec, MIN_STD_RANGE};
 use crate::rollout::{LossConfig, RewardShaping};
 use crate::shared_optim::OptimizerKind;
 
@@ -45,21 +47,30 @@ pub struct EnvConfig {
     base_seed: u64,
     /// Agent steps after which a game is cut (`--max-episode-length`).
     pub max_episode_length: u32,
-    /// Whether `--env-config` chose the crop rows; if not, those a checkpoint records
-    /// for its game are played.
-    crops_from_flag: bool,
+    /// `--env-config`: the crop file, read by [`EnvConfig::read_crop_file`]; if none,
+    /// the crop rows a checkpoint records for its game are played.
+    crop_file: Option<PathBuf>,
 }
 
 impl EnvConfig {
+    /// The environments the flags describe, with the built-in crop rows until
+    /// [`EnvConfig::read_crop_file`] reads `--env-config`'s.
     fn new(args: &EnvArgs, base_seed: u64, screen: Screen) -> Result<Self> {
-        let crops = CropTable::from_flag(args.env_config.as_deref())?;
         Ok(EnvConfig {
             id: args.env.clone(),
-            options: args.options(&crops, base_seed, screen),
+            options: args.options(&CropTable::built_in(), base_seed, screen)?,
             base_seed,
             max_episode_length: args.max_episode_length,
-            crops_from_flag: args.env_config.is_some(),
+            crop_file: args.env_config.clone(),
         })
+    }
+
+    /// Reads the crop file `--env-config` names, if any.
+    pub fn read_crop_file(&mut self) -> Result<()> {
+        if let Some(path) = &self.crop_file {
+            self.options.crops = CropTable::load(path)?;
+        }
+        Ok(())
     }
 
     /// The seed of rank `rank`: `--seed + rank`.
@@ -94,7 +105,7 @@ impl EnvConfig {
         let mut env =
             EnvConfig { options: EnvOptions { screen, ..self.options.clone() }, ..self.clone() };
         let recorded = trained.and_then(|trained| trained.crop);
-        if let (Some(recorded), false) = (recorded, self.crops_from_flag) {
+        if let (Some(recorded), None) = (recorded, &self.crop_file) {
             if env.crop().is_some_and(|crop| crop != recorded) {
                 console::warn(&format!(
                     "note: playing rows {}..{} of the screen, as the checkpoint was trained; --env-config \
@@ -235,15 +246,26 @@ pub struct TrainConfig {
     may_replace: bool,
 }
 
-impl TrainConfig {
-    /// Checks the flags and makes the test agent's environment (from which the model
-    /// is sized), so that a bad id or crop file is reported before training begins.
-    /// `rank_zero_record` is, on a rank other than 0 of a resumed run, the sidecar of
-    /// the checkpoint rank 0 resumes: the model's settings are its, as on rank 0.
-    pub fn new(
-        args: &TrainArgs,
-        rank_zero_record: Option<&Sidecar>,
-    ) -> Result<(Self, Box<dyn Env>)> {
+/// The first pass over `a3g train`'s flags: what they say, checked, with no file read
+/// and no environment made. [`TrainPlan::open_model`] then opens the model (the one
+/// step that reads and plays), and [`TrainPlan::into_config`] completes the settings
+/// from it: what follows the network (GA3C's defaults, the workers per core, the test
+/// agent's share) is known only then.
+pub struct TrainPlan<'a> {
+    args: &'a TrainArgs,
+    /// The environments, on the screen the flags imply until the model says otherwise.
+    pub env: EnvConfig,
+    /// The model the flags ask for.
+    pub model: ModelRequest,
+    devices: Vec<Device>,
+    cores: usize,
+    launch: Option<Launch>,
+}
+
+impl<'a> TrainPlan<'a> {
+    /// Checks the flags that need nothing but themselves (and the launcher's
+    /// variables, and the GPUs' count).
+    pub fn new(args: &'a TrainArgs) -> Result<Self> {
         let cores = thread::available_parallelism().map_or(1, |n| n.get());
         if args.workers == Some(0) {
             return Err(Error::BadArguments(
@@ -261,15 +283,6 @@ impl TrainConfig {
                 args.sync_interval, args.sync_timeout
             )));
         }
-        let leads = launch.as_ref().is_none_or(|launch| launch.rank == 0);
-        let flag_screen = args.model.unwrap_or(ModelName::A3cLstm).screen();
-        let mut env = EnvConfig::new(&args.environment, args.seed, flag_screen)?;
-        let flag_crops = env.options.crops.clone();
-        // Made before the checkpoint is read, so that an unknown id is reported as such
-        // rather than as a missing checkpoint; remade as rank `workers` once the
-        // network, and so GA3C's default agent count and the screen, are known.
-        let provisional_rank = args.workers.unwrap_or(cores);
-        let mut test_env = env.make(provisional_rank)?;
         if let Some(min_std) = args.min_std {
             if !MIN_STD_RANGE.contains(&min_std) {
                 let (low, high) = MIN_STD_RANGE.into_inner();
@@ -277,82 +290,56 @@ impl TrainConfig {
                     "--min-std {min_std} is outside [{low}, {high}]; a3c_continuous's floor is 0.24"
                 )));
             }
-            if test_env.action_space().bounds().is_none() {
-                return Err(Error::BadArguments(format!(
-                    "--min-std floors the Gaussian of continuous actions; {}'s actions are discrete: \
-                     leave it out",
-                    env.id
-                )));
-            }
         }
-        if args.normalize_obs && test_env.observation_shape().len() != 1 {
-            return Err(Error::BadArguments(format!(
-                "--normalize-obs scales the observations of classic-control and Box2D tasks; {}'s \
-                 screens are scaled already: leave it out",
-                env.id
-            )));
-        }
-        // Rank 0 reads the checkpoint and gives its weights to the other ranks, which
-        // may not see its disk.
-        let resume = if args.load && leads {
-            let checkpoint = checkpoint::load(&args.load_model_dir, &env.id)?;
-            checkpoint.sidecar.check_env(&checkpoint.files.sidecar, &env.id)?;
-            checkpoint.sidecar.check_resumable(&checkpoint.files.sidecar)?;
-            Some(checkpoint)
-        } else {
-            None
+        let network = args.model.unwrap_or(ModelName::A3cLstm);
+        let model = ModelRequest {
+            network: args.model.map(|model| match model {
+                ModelName::A3cLstm => Body::AtariLstm,
+                ModelName::Universe => Body::Universe,
+            }),
+            hidden_size: args.hidden_size,
+            default_hidden_size: network.default_hidden_size(),
+            lstm: args.lstm,
+            min_std: args.min_std,
+            normalize_obs: args.normalize_obs,
         };
-        let resumed_record =
-            resume.as_ref().map(|checkpoint| &checkpoint.sidecar).or(rank_zero_record);
-        if let Some(record) = resumed_record {
-            let screen = resumed_screen(args, record)?;
-            env = env.as_trained(screen, record.trained_with.as_ref());
-        }
-        if env.options.screen != flag_screen || env.options.crops != flag_crops {
-            // The model is sized from this environment's observations: they must be
-            // the screens the checkpoint was trained on, not those the flags implied.
-            test_env = env.make(provisional_rank)?;
-        }
-        let spec = match resumed_record {
-            Some(record) => {
-                // Rank 0 alone holds the tensors: it checks them, and gives the other
-                // ranks its weights.
-                let tensors = resume.as_ref().map(|checkpoint| checkpoint::TensorsToCheck {
-                    path: &checkpoint.files.model,
-                    tensors: &checkpoint.model,
-                    advice: checkpoint::SIDECAR_MISMATCH,
-                });
-                let record_path =
-                    resume.as_ref().map_or(Path::new("rank 0's checkpoint"), |checkpoint| {
-                        checkpoint.files.sidecar.as_path()
-                    });
-                checkpoint::checked_spec(
-                    test_env.as_ref(),
-                    resumed_dimensions(args, record)?,
-                    tensors,
-                    Some((record, record_path)),
-                )?
-            }
-            None => {
-                let mut spec = ModelSpec::for_env(
-                    test_env.observation_shape(),
-                    test_env.action_space(),
-                    args.hidden_size
-                        .unwrap_or(args.model.unwrap_or(ModelName::A3cLstm).default_hidden_size()),
-                    args.lstm,
-                );
-                if let (Some(floor), Head::Gaussian { min_std, .. }) =
-                    (args.min_std, &mut spec.head)
-                {
-                    *min_std = floor;
-                }
-                spec
-            }
+        let env = EnvConfig::new(&args.environment, args.seed, network.screen())?;
+        Ok(TrainPlan { args, env, model, devices, cores, launch })
+    }
+
+    fn leads(&self) -> bool {
+        self.launch.as_ref().is_none_or(|launch| launch.rank == 0)
+    }
+
+    /// The rank of the environment the model is opened with, before the number of
+    /// workers (which may follow the network) is known.
+    fn provisional_rank(&self) -> usize {
+        self.args.workers.unwrap_or(self.cores)
+    }
+
+    /// Opens the model this run trains: a fresh one, the checkpoint `--load` resumes
+    /// (rank 0 reads it and gives its weights to the other ranks, which may not see
+    /// its disk), or, on a rank other than 0 of a resumed run, the one
+    /// `rank_zero_record` (rank 0's sidecar) describes. Reads `--env-config`'s file.
+    pub fn open_model(&mut self, rank_zero_record: Option<&Sidecar>) -> Result<OpenedModel> {
+        self.env.read_crop_file()?;
+        let source = match rank_zero_record {
+            _ if self.args.load && self.leads() => ModelSource::Resume(&self.args.load_model_dir),
+            Some(record) => ModelSource::RankZero(record),
+            None => ModelSource::Fresh,
         };
-        // A fresh --normalize-obs run's scaling is measured where the run starts (20,000
-        // steps of play), not here: settings are made without playing.
-        let measure_input_norm =
-            args.normalize_obs && resumed_record.is_none() && matches!(spec.body, Body::Mlp { .. });
+        let rank = self.provisional_rank();
+        checkpoint::open_model(source, &self.model, &mut EnvsOfRank { env: &mut self.env, rank })
+    }
+
+    /// The run's settings, complete, for the model opened, and the test agent's
+    /// environment (the one the model was opened with, remade when the test agent's
+    /// rank is not the one it was made for).
+    pub fn into_config(self, model: OpenedModel) -> Result<(TrainConfig, Box<dyn Env>)> {
+        let TrainPlan { args, mut env, devices, cores, launch, .. } = self;
+        let provisional_rank = args.workers.unwrap_or(cores);
+        let leads = launch.as_ref().is_none_or(|launch| launch.rank == 0);
+        let OpenedModel { spec, env: mut test_env, resume, lacks_input_norm, .. } = model;
         let workers = args.workers.unwrap_or_else(|| {
             cores.saturating_mul(TrainerConfig::agents_per_core(args.trainer, &spec.body))
         });
@@ -450,7 +437,7 @@ impl TrainConfig {
             test_share,
             profile_phases: args.profile_phases,
             resume,
-            measure_input_norm,
+            measure_input_norm: lacks_input_norm,
             notes,
             distributed: launch.map(|launch| DistributedConfig {
                 launch,
@@ -466,7 +453,29 @@ impl TrainConfig {
         };
         Ok((config, test_env))
     }
+}
 
+/// The environments of one rank as [`checkpoint::open_model`] makes and adapts them.
+struct EnvsOfRank<'a> {
+    env: &'a mut EnvConfig,
+    rank: usize,
+}
+
+impl ModelEnvironments for EnvsOfRank<'_> {
+    fn make(&mut self) -> Result<Box<dyn Env>> {
+        self.env.make(self.rank)
+    }
+
+    fn adopt(&mut self, screen: Screen, trained: Option<&TrainedWith>) -> bool {
+        let adopted = self.env.as_trained(screen, trained);
+        let differs = adopted.options.screen != self.env.options.screen
+            || adopted.options.crops != self.env.options.crops;
+        *self.env = adopted;
+        differs
+    }
+}
+
+impl TrainConfig {
     /// What a checkpoint of this run records of its settings.
     pub fn trained_with(&self) -> TrainedWith {
         TrainedWith {
@@ -590,10 +599,11 @@ pub struct EvalConfig {
 
 impl EvalConfig {
     /// Checks the flags; the environment is made, screen and all, once the checkpoint
-    /// says which network it holds.
+    /// says which network it holds ([`EvalConfig::open_model`]).
     pub fn new(args: &EvalArgs) -> Result<Self> {
         let device = device::select(args.gpu_id)?;
-        let env = EnvConfig::new(&args.environment, args.seed, Screen::Gray80)?;
+        let mut env = EnvConfig::new(&args.environment, args.seed, Screen::Gray80)?;
+        env.options.python.render = args.render;
         let stem = env.id.replace('/', "_");
         let record_dir = args.render.then(|| {
             args.record_dir.clone().unwrap_or_else(|| args.log_dir.join(format!("{stem}_games")))
@@ -611,84 +621,15 @@ impl EvalConfig {
         })
     }
 
-    /// The environments a checkpoint's model was trained on: Atari screens prepared
-    /// as its network wants, and the crop rows its sidecar records, unless
-    /// --env-config names others.
-    pub fn as_trained(self, screen: Screen, trained: Option<&TrainedWith>) -> Self {
-        EvalConfig { env: self.env.as_trained(screen, trained), ..self }
+    /// Opens the model evaluated (a3g's checkpoint or a PyTorch file in
+    /// `--load-model-dir`), with the environment it plays: on its network's screens
+    /// and the crop rows its sidecar records, unless --env-config names others.
+    pub fn open_model(&mut self) -> Result<OpenedModel> {
+        self.env.read_crop_file()?;
+        let source = ModelSource::Play(&self.load_model_dir);
+        let mut envs = EnvsOfRank { env: &mut self.env, rank: 0 };
+        checkpoint::open_model(source, &ModelRequest::default(), &mut envs)
     }
-}
-
-/// The screen a resumed model was trained on; --model may not name another.
-fn resumed_screen(args: &TrainArgs, sidecar: &Sidecar) -> Result<Screen> {
-    let trained = match sidecar.model.body {
-        Body::Universe => Some(ModelName::Universe),
-        Body::AtariLstm => Some(ModelName::A3cLstm),
-        Body::Mlp { .. } => None,
-    };
-    match (trained, args.model) {
-        (Some(trained), Some(asked)) if trained != asked => Err(contradiction(
-            sidecar,
-            format!("--model {}", model_flag(asked)),
-            format!("a {} model", model_flag(trained)),
-            "--model",
-        )),
-        (Some(trained), _) => Ok(trained.screen()),
-        (None, _) => Ok(Screen::default()),
-    }
-}
-
-/// The hidden size and LSTM of the model a resumed run trains: the checkpoint's (a
-/// flag that contradicts them, or its Gaussian floor or input scaling, is refused).
-fn resumed_dimensions(args: &TrainArgs, sidecar: &Sidecar) -> Result<(i64, bool)> {
-    let trained = &sidecar.model;
-    if let Some(asked) = args.hidden_size.filter(|asked| *asked != trained.hidden_size) {
-        return Err(contradiction(
-            sidecar,
-            format!("--hidden-size {asked}"),
-            format!("a hidden size of {}", trained.hidden_size),
-            "--hidden-size",
-        ));
-    }
-    let (lstm, scaled) = match &trained.body {
-        Body::Mlp { lstm, input_norm, .. } => (*lstm, input_norm.is_some()),
-        Body::AtariLstm | Body::Universe => (true, false),
-    };
-    if args.lstm && !lstm {
-        return Err(contradiction(sidecar, "--lstm".into(), "no LSTM cell".into(), "--lstm"));
-    }
-    if let (Some(asked), Head::Gaussian { min_std, .. }) = (args.min_std, &trained.head) {
-        if asked != *min_std {
-            return Err(contradiction(
-                sidecar,
-                format!("--min-std {asked}"),
-                format!("a floor of {min_std}"),
-                "--min-std",
-            ));
-        }
-    }
-    if args.normalize_obs && !scaled {
-        return Err(contradiction(
-            sidecar,
-            "--normalize-obs".into(),
-            "unscaled inputs".into(),
-            "--normalize-obs",
-        ));
-    }
-    Ok((trained.hidden_size, lstm))
-}
-
-fn contradiction(sidecar: &Sidecar, asked: String, trained: String, flag: &str) -> Error {
-    Error::BadArguments(format!(
-        "{asked} contradicts the checkpoint --load resumes, which has {trained} (a3g {}); \
-         leave out {flag} to resume it, or start a new run without --load",
-        sidecar.a3g_version
-    ))
-}
-
-fn model_flag(model: ModelName) -> String {
-    use clap::ValueEnum;
-    model.to_possible_value().map(|value| value.get_name().to_string()).unwrap_or_default()
 }
 
 /// Refuses a run that would replace a model it did not start from: a fresh run, or

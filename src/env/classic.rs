@@ -560,10 +560,10 @@ mod tests {
         for (id, limit) in [("CartPole-v0", 200), ("CartPole-v1", 500)] {
             let mut env = make(id, 1).unwrap();
             // Keep the pole up with a bang-bang controller on theta and theta_dot.
-            let mut observation = env.reset(None);
+            let mut observation = env.reset(None).unwrap();
             for step in 1..=limit {
                 let push_right = observation[2] + 0.5 * observation[3] > 0.0;
-                let result = env.step(&Action::Discrete(push_right as usize));
+                let result = env.step(&Action::Discrete(push_right as usize)).unwrap();
                 assert!(!result.terminated, "{id} fell at step {step}");
                 assert_eq!(result.truncated, step == limit, "{id} step {step}");
                 observation = result.observation;
@@ -655,11 +655,11 @@ mod tests {
     #[test]
     fn pendulum_truncates_at_200() {
         let mut env = make("Pendulum-v1", 3).unwrap();
-        let observation = env.reset(None);
+        let observation = env.reset(None).unwrap();
         assert_eq!(observation.len(), 3);
         assert!((observation[0].powi(2) + observation[1].powi(2) - 1.0).abs() < 1e-5);
         for step in 1..=200 {
-            let result = env.step(&Action::Continuous(vec![0.0]));
+            let result = env.step(&Action::Continuous(vec![0.0])).unwrap();
             assert_eq!(result.truncated, step == 200);
             assert!(!result.terminated);
         }
@@ -669,9 +669,9 @@ mod tests {
     #[test]
     fn seeds_fix_episodes() {
         let play = |env: &mut Box<dyn Env>, seed| {
-            let mut trace = env.reset(Some(seed));
+            let mut trace = env.reset(Some(seed)).unwrap();
             for step in 0..50 {
-                trace.extend(env.step(&Action::Discrete(step % 3)).observation);
+                trace.extend(env.step(&Action::Discrete(step % 3)).unwrap().observation);
             }
             trace
         };

@@ -1,11 +1,13 @@
 //! Environments the trainer runs, behind one interface: Atari games through the ALE
 //! emulator with Gym's id semantics and the reference's wrapper stack, Gym's
-//! classic-control tasks, and Gymnasium's Box2D tasks.
+//! classic-control tasks, Gymnasium's Box2D tasks, and environments from outside a3g
+//! (any Gymnasium id, a user's own class) in Python processes a3g owns (`gym/`).
 
 pub mod atari;
 pub mod box2d;
 pub mod classic;
 pub mod draw;
+pub mod gym;
 pub mod numpy_rng;
 pub mod rng;
 mod time_limit;
@@ -87,13 +89,15 @@ pub trait Env: Send {
     /// The shape of each observation (for Atari `[1, 80, 80]`).
     fn observation_shape(&self) -> &[i64];
     /// Starts an episode, first reseeding when `seed` is given; returns the observation.
-    fn reset(&mut self, seed: Option<u64>) -> Vec<f32>;
-    /// Plays one agent step.
-    fn step(&mut self, action: &Action) -> Step;
+    /// Fails only for an environment outside a3g's own process whose code failed.
+    fn reset(&mut self, seed: Option<u64>) -> Result<Vec<f32>>;
+    /// Plays one agent step; fails as [`Env::reset`] does.
+    fn step(&mut self, action: &Action) -> Result<Step>;
     /// Emulator frames (Atari) or physics steps (classic control) since creation.
     fn env_frames(&self) -> u64;
-    /// A picture of the current state: the game screen, or a drawn scene.
-    fn render(&mut self) -> Frame;
+    /// A picture of the current state: the game screen, or a drawn scene; fails as
+    /// [`Env::reset`] does.
+    fn render(&mut self) -> Result<Frame>;
     /// Game time one agent step stands for, in seconds, for recordings' pace.
     fn step_seconds(&self) -> f64;
 }
@@ -142,10 +146,12 @@ pub struct EnvOptions {
     pub max_episode_length: Option<u32>,
     /// Frames per agent step for NoFrameskip ids (`--skip-rate`).
     pub skip_rate: u32,
-    /// Per-game crop rows (`--env-config`, parsed once by [`CropTable::from_flag`]).
+    /// Per-game crop rows (`--env-config`, read by `EnvConfig::read_crop_file`).
     pub crops: CropTable,
     /// How Atari screens become observations, which the network decides.
     pub screen: Screen,
+    /// How an environment from outside a3g (`gym:<id>`, a user's class) is started.
+    pub python: gym::PythonOptions,
 }
 
 /// How an Atari screen becomes an observation; each Atari network has its own.
@@ -169,12 +175,23 @@ impl Default for EnvOptions {
             skip_rate: 4,
             crops: CropTable::built_in(),
             screen: Screen::default(),
+            python: gym::PythonOptions::default(),
         }
     }
 }
 
 /// Makes the environment with Gym id `id`.
 pub fn make(id: &str, options: &EnvOptions) -> Result<Box<dyn Env>> {
+    if let Some(target) = gym::Target::parse(id) {
+        let env = gym::PythonEnv::start(
+            id,
+            &target,
+            &options.python,
+            options.seed,
+            options.max_episode_length,
+        )?;
+        return Ok(Box::new(env));
+    }
     if let Some(env) = classic::make(id, options.seed) {
         return Ok(env);
     }

@@ -2,6 +2,7 @@
 //! seeding through the task's own random source, and the step counters.
 
 use super::{Action, ActionSpace, Env, Frame, Step};
+use crate::error::Result;
 
 /// One simulated task: its physics, what the agent sees, and its picture. `R` is the
 /// random source its resets and steps draw from.
@@ -69,34 +70,34 @@ impl<R: Send> Env for TimeLimited<R> {
         &self.observation_shape
     }
 
-    fn reset(&mut self, seed: Option<u64>) -> Vec<f32> {
+    fn reset(&mut self, seed: Option<u64>) -> Result<Vec<f32>> {
         if let Some(seed) = seed {
             self.random = (self.seeded)(seed);
         }
         self.elapsed_steps = 0;
-        self.task.reset(&mut self.random)
+        Ok(self.task.reset(&mut self.random))
     }
 
-    fn step(&mut self, action: &Action) -> Step {
+    fn step(&mut self, action: &Action) -> Result<Step> {
         let (observation, reward, terminated) = self.task.step(action, &mut self.random);
         self.elapsed_steps += 1;
         self.physics_steps += 1;
-        Step {
+        Ok(Step {
             observation,
             reward,
             terminated,
             truncated: self.elapsed_steps >= self.max_episode_steps,
             lives: 0,
             life_lost: false,
-        }
+        })
     }
 
     fn env_frames(&self) -> u64 {
         self.physics_steps
     }
 
-    fn render(&mut self) -> Frame {
-        self.task.draw()
+    fn render(&mut self) -> Result<Frame> {
+        Ok(self.task.draw())
     }
 
     fn step_seconds(&self) -> f64 {

@@ -80,15 +80,18 @@ pub fn run_agent(setup: AgentSetup, stop: &Stop) -> Result<()> {
         }
     };
     let mut rng = Rng::new(seed ^ ACTION_STREAM);
-    let mut observation = check(env.reset(None))?;
+    let mut observation = check(env.reset(None)?)?;
     let mut frames_seen = env.env_frames();
     let mut episode_length = 0;
     let mut episode_starts = true;
     let mut playing: Option<Segment> = None;
     // A full segment, sent once the next reply brings the value it bootstraps from.
     let mut awaiting_bootstrap: Option<Segment> = None;
+    // The episode was cut by a time limit: the next reply, the value of its last
+    // observation, bootstraps its segment, and the game is reset after it.
+    let mut truncated = false;
     loop {
-        let wants_start = playing.is_none();
+        let wants_start = playing.is_none() && !truncated;
         let Some(reply) =
             predict(&setup.requests, index, &observation, episode_starts, wants_start, stop)
         else {
@@ -100,12 +103,18 @@ pub fn run_agent(setup: AgentSetup, stop: &Stop) -> Result<()> {
                 return Ok(());
             }
         }
+        if truncated {
+            truncated = false;
+            observation = check(env.reset(None)?)?;
+            episode_starts = true;
+            continue;
+        }
         if playing.is_none() && setup.retire.load(Ordering::Relaxed) {
             return Ok(());
         }
         let segment = playing.get_or_insert_with(|| start_segment(index, &reply));
         let sampled = sample(&reply.policy, &mut rng, action_space.bounds());
-        let step = env.step(&sampled.played);
+        let step = env.step(&sampled.played)?;
         episode_length += 1;
         segment.observations.extend_from_slice(&observation);
         segment.actions.push(sampled.drawn);
@@ -117,8 +126,14 @@ pub fn run_agent(setup: AgentSetup, stop: &Stop) -> Result<()> {
         frames_seen = frames;
         let done = step.done() || episode_length >= max_episode_length;
         observation = check(step.observation)?;
-        if done {
-            observation = check(env.reset(None))?;
+        if done && !step.terminated {
+            // Gymnasium's truncation: the return goes on past the cut, as the value of
+            // the last observation estimates it.
+            episode_length = 0;
+            truncated = true;
+            awaiting_bootstrap = playing.take();
+        } else if done {
+            observation = check(env.reset(None)?)?;
             episode_length = 0;
             segment.done = true;
             let ended = playing.take().expect("a segment is in play");
@@ -128,7 +143,7 @@ pub fn run_agent(setup: AgentSetup, stop: &Stop) -> Result<()> {
         } else if segment.len() >= num_steps as usize {
             awaiting_bootstrap = playing.take();
         }
-        episode_starts = done;
+        episode_starts = done && !truncated;
     }
 }
 
@@ -389,8 +404,9 @@ mod tests {
     /// on until each has sent a segment of the next policy version, and are then
     /// retired. Every segment is well formed: 1 to num_steps steps, one observation,
     /// action, log-probability and reward per step, full unless its episode ended,
-    /// bootstrap 0 when it did, episodes no longer than max_episode_length; an agent's
-    /// first segment and every segment after an ended one start from a zero LSTM state,
+    /// bootstrap 0 when it ended by its own rules and the value when a time limit cut it,
+    /// episodes no longer than max_episode_length; an agent's first segment and every
+    /// segment after an ended one start from a zero LSTM state,
     /// the others from a carried one; policy versions never go back. Retiring finishes
     /// the segment in play, so the steps counted are exactly the steps sent; the
     /// predictor ends by itself once the agents are gone.
@@ -423,6 +439,7 @@ mod tests {
         for (agent, segments) in by_agent.iter().enumerate() {
             let mut episode_length = 0;
             let mut previous: Option<&Segment> = None;
+            let mut previous_ended = false;
             for (index, segment) in segments.iter().enumerate() {
                 let what = format!("agent {agent} segment {index}: {segment:?}");
                 let len = segment.len();
@@ -434,16 +451,15 @@ mod tests {
                     segment.behaviour_log_probs.iter().all(|&p| p <= 0.0 && p > -10.0),
                     "{what}"
                 );
+                episode_length += len;
+                assert!(episode_length <= MAX_EPISODE_LENGTH as usize, "{what}");
+                // Cut by the time limit: not terminal, so it bootstraps from the value.
+                let cut = !segment.done && episode_length == MAX_EPISODE_LENGTH as usize;
                 if segment.done {
                     assert_eq!(segment.bootstrap, 0.0, "{what}");
                 } else {
-                    assert_eq!(len, NUM_STEPS as usize, "{what}");
+                    assert!(len == NUM_STEPS as usize || cut, "{what}");
                     assert!(segment.bootstrap.is_finite() && segment.bootstrap != 0.0, "{what}");
-                }
-                episode_length += len;
-                assert!(episode_length <= MAX_EPISODE_LENGTH as usize, "{what}");
-                if segment.done {
-                    episode_length = 0;
                 }
                 let zero_start = segment
                     .start_state
@@ -451,8 +467,12 @@ mod tests {
                     .iter()
                     .chain(&segment.start_state.cell)
                     .all(|&x| x == 0.0);
-                let starts_episode = previous.is_none_or(|previous| previous.done);
+                let starts_episode = previous.is_none_or(|_| previous_ended);
                 assert_eq!(zero_start, starts_episode, "{what}");
+                previous_ended = segment.done || cut;
+                if previous_ended {
+                    episode_length = 0;
+                }
                 assert_eq!(segment.start_state.hidden.len(), 16, "{what}");
                 if let Some(previous) = previous {
                     assert!(previous.policy_version <= segment.policy_version, "{what}");

@@ -45,7 +45,9 @@ pub struct Segment {
     pub behaviour_log_probs: Vec<f32>,
     /// Rewards after shaping.
     pub rewards: Vec<f64>,
-    /// Whether the episode ended at the last step.
+    /// Whether the episode ended at the last step by its own rules (Gymnasium's
+    /// `terminated`), so the return stops there. An episode cut by a time limit is
+    /// not done: its segment bootstraps from the value, and the next starts afresh.
     pub done: bool,
     /// The acting policy's value of the observation after the last step; 0 when done.
     pub bootstrap: f64,

@@ -9,7 +9,8 @@
 use tch::nn::{self, Init, Module};
 use tch::{Device, Kind, Tensor};
 
-use crate::env::ActionSpace;
+use crate::env::{ActionSpace, Env, Screen};
+use crate::error::{Error, Result};
 use crate::input_norm::InputNorm;
 use crate::precision::Precision;
 
@@ -85,6 +86,80 @@ pub const MIN_STD_RANGE: std::ops::RangeInclusive<f64> = DEFAULT_MIN_STD..=10.0;
 
 fn default_min_std() -> f64 {
     DEFAULT_MIN_STD
+}
+
+/// The model a run's flags ask for, before any environment or checkpoint is seen: a
+/// fresh run builds it for the environment, a resumed one checks it against the
+/// checkpoint's, where every size left out is the checkpoint's.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ModelRequest {
+    /// The Atari network `--model` names (`AtariLstm` or `Universe`); `None` when it is
+    /// left out.
+    pub network: Option<Body>,
+    /// `--hidden-size`, when given.
+    pub hidden_size: Option<i64>,
+    /// The hidden size of a fresh model when `--hidden-size` is left out.
+    pub default_hidden_size: i64,
+    /// `--lstm`: an LSTM cell after the MLP.
+    pub lstm: bool,
+    /// `--min-std`, checked to lie in [`MIN_STD_RANGE`].
+    pub min_std: Option<f64>,
+    /// `--normalize-obs`: inputs scaled by statistics measured when the run starts.
+    pub normalize_obs: bool,
+}
+
+impl ModelRequest {
+    /// Refuses what `env`'s spaces cannot take, whether the model is fresh or resumed:
+    /// a Gaussian's floor for discrete actions, input scaling for screens.
+    pub fn check_fits(&self, env: &dyn Env) -> Result<()> {
+        if self.min_std.is_some() && env.action_space().bounds().is_none() {
+            return Err(Error::BadArguments(format!(
+                "--min-std floors the Gaussian of continuous actions; {}'s actions are discrete: \
+                 leave it out",
+                env.id()
+            )));
+        }
+        if self.normalize_obs && env.observation_shape().len() != 1 {
+            return Err(Error::BadArguments(format!(
+                "--normalize-obs scales the observations of classic-control and Box2D tasks; {}'s \
+                 screens are scaled already: leave it out",
+                env.id()
+            )));
+        }
+        Ok(())
+    }
+
+    /// A fresh model for `env`, as asked (its input scaling, with `--normalize-obs`,
+    /// measured where the run starts).
+    pub fn fresh_spec(&self, env: &dyn Env) -> ModelSpec {
+        let hidden_size = self.hidden_size.unwrap_or(self.default_hidden_size);
+        let mut spec =
+            ModelSpec::for_env(env.observation_shape(), env.action_space(), hidden_size, self.lstm);
+        if let (Some(floor), Head::Gaussian { min_std, .. }) = (self.min_std, &mut spec.head) {
+            *min_std = floor;
+        }
+        spec
+    }
+}
+
+impl Body {
+    /// The network's name: `--model`'s for the Atari networks, `mlp` for the others.
+    pub fn network_name(&self) -> &'static str {
+        match self {
+            Body::AtariLstm => "a3clstm",
+            Body::Universe => "universe",
+            Body::Mlp { .. } => "mlp",
+        }
+    }
+
+    /// The screen an Atari network reads; `None` for the MLP.
+    pub fn screen(&self) -> Option<Screen> {
+        match self {
+            Body::AtariLstm => Some(Screen::Gray80),
+            Body::Universe => Some(Screen::Mean42),
+            Body::Mlp { .. } => None,
+        }
+    }
 }
 
 impl ModelSpec {

@@ -600,38 +600,38 @@ impl Env for AtariEnv {
         &self.observation_shape
     }
 
-    fn reset(&mut self, seed: Option<u64>) -> Vec<f32> {
+    fn reset(&mut self, seed: Option<u64>) -> Result<Vec<f32>> {
         if let Some(seed) = seed {
             self.stack.reseed(seed);
         }
         let frame = self.stack.reset();
-        self.observe(&frame)
+        Ok(self.observe(&frame))
     }
 
-    fn step(&mut self, action: &Action) -> Step {
+    fn step(&mut self, action: &Action) -> Result<Step> {
         let index = match *action {
             Action::Discrete(index) => index,
             ref other => panic!("Atari takes discrete actions, got {other:?}"),
         };
         let step = self.stack.step(index);
-        Step {
+        Ok(Step {
             observation: self.observe(&step.frame),
             reward: step.reward,
             terminated: step.terminated,
             truncated: step.truncated,
             lives: step.lives,
             life_lost: step.life_lost,
-        }
+        })
     }
 
     fn env_frames(&self) -> u64 {
         self.stack.env_frames()
     }
 
-    fn render(&mut self) -> Frame {
+    fn render(&mut self) -> Result<Frame> {
         let (width, height) = self.screen_size;
-        Frame::from_rgb(width, height, &self.stack.screen())
-            .expect("the console's NTSC palette has 128 colours")
+        Ok(Frame::from_rgb(width, height, &self.stack.screen())
+            .expect("the console's NTSC palette has 128 colours"))
     }
 
     fn step_seconds(&self) -> f64 {
@@ -725,14 +725,14 @@ mod id_tests {
             let mut env = make(parsed, &options).unwrap_or_else(|err| panic!("{id}: {err:?}"));
             let side = env.observation_shape()[1] as usize;
             let ActionSpace::Discrete { n } = *env.action_space() else { panic!("{id}") };
-            let observation = env.reset(Some(7));
+            let observation = env.reset(Some(7)).unwrap();
             assert_eq!(observation.len(), side * side, "{id} {screen:?}");
             for step in 0..4 {
-                let step = env.step(&Action::Discrete(step % n));
+                let step = env.step(&Action::Discrete(step % n)).unwrap();
                 assert_eq!(step.observation.len(), side * side, "{id} {screen:?}");
                 assert!(step.observation.iter().all(|value| value.is_finite()), "{id}");
             }
-            let frame = env.render();
+            let frame = env.render().unwrap();
             assert!(
                 frame.width == 160 && frame.height >= 210,
                 "{id}: {}x{}",

@@ -534,8 +534,8 @@ mod tests {
     fn drawing_shows_walker_lidar_and_ground() {
         let count = |frame: &Frame, color: u8| frame.pixels.iter().filter(|&&p| p == color).count();
         let mut env = box2d::make("BipedalWalkerHardcore-v3", 4).expect("id");
-        env.reset(None);
-        let frame = env.render();
+        env.reset(None).unwrap();
+        let frame = env.render().unwrap();
         assert_eq!((frame.width, frame.height), (600, 400));
         assert!(count(&frame, HULL) > 500, "the hull is about 64 x 17 pixels");
         // The legs start side by side, the right one drawn over the left.

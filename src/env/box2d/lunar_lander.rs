@@ -348,21 +348,21 @@ mod tests {
     #[test]
     fn drawing_shows_lander_flags_and_flames() {
         let mut env = box2d::make("LunarLander-v3", 3).expect("LunarLander-v3");
-        env.reset(None);
+        env.reset(None).unwrap();
         // It starts at the top edge, half out of the picture; let it fall into view.
         for _ in 0..40 {
-            env.step(&Action::Discrete(0));
+            env.step(&Action::Discrete(0)).unwrap();
         }
-        let idle = env.render();
+        let idle = env.render().unwrap();
         assert_eq!((idle.width, idle.height), (600, 400));
         assert!(count(&idle.pixels, LANDER) > 500, "the hull is about 34 x 27 pixels");
         let pennants = count(&idle.pixels, FLAG);
         assert!((230..=260).contains(&pennants), "two 25 x 10 pennants: {pennants} pixels");
         assert_eq!(count(&idle.pixels, FLAME), 0);
-        env.step(&Action::Discrete(2));
-        assert!(count(&env.render().pixels, FLAME) > 50, "the main engine's flame");
-        env.step(&Action::Discrete(3));
-        assert!(count(&env.render().pixels, FLAME) > 20, "a side engine's flame");
+        env.step(&Action::Discrete(2)).unwrap();
+        assert!(count(&env.render().unwrap().pixels, FLAME) > 50, "the main engine's flame");
+        env.step(&Action::Discrete(3)).unwrap();
+        assert!(count(&env.render().unwrap().pixels, FLAME) > 20, "a side engine's flame");
     }
 
     /// Worlds stepped on other threads give what the same worlds give on this one (the
@@ -371,14 +371,14 @@ mod tests {
     fn threads_play_as_this_thread_does() {
         let play = |seed: u64| -> Vec<Vec<f32>> {
             let mut env = box2d::make("LunarLanderContinuous-v3", seed).expect("id");
-            let mut observations = vec![env.reset(None)];
+            let mut observations = vec![env.reset(None).unwrap()];
             for step in 0..300 {
                 let phase = step as f32 * 0.1;
-                let result = env.step(&Action::Continuous(vec![phase.sin(), phase.cos()]));
+                let result = env.step(&Action::Continuous(vec![phase.sin(), phase.cos()])).unwrap();
                 let done = result.done();
                 observations.push(result.observation);
                 if done {
-                    observations.push(env.reset(None));
+                    observations.push(env.reset(None).unwrap());
                 }
             }
             observations

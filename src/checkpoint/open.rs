@@ -1,0 +1,292 @@
+//! Opening the model a command works on, for `train` (fresh, `--load`, or a rank
+//! taking rank 0's record) and `a3g eval` alike: one sequence from the flags' request
+//! and a checkpoint's files to a checked spec and the environment made for it.
+//!
+//! The environment is made first, so that an unknown id is reported as such rather
+//! than as a missing checkpoint; the checkpoint is read next; the environment is
+//! remade only when the model was trained on other screens or crop rows than the
+//! flags imply; and the spec is built for that environment with the checkpoint's
+//! sizes, the tensors' shapes checked before any model exists (the shapes a damaged
+//! file implies could ask for terabytes), then given what the sidecar records beyond
+//! them (input scaling, the Gaussian's floor).
+
+use std::path::{Path, PathBuf};
+
+use tch::Tensor;
+
+use super::record::TrainedWith;
+use super::{
+    check_shapes, find_model, implied_architecture, implied_screen, load, load_for, read_model,
+    Checkpoint, CheckpointFiles, Purpose, Sidecar, SIDECAR_MISMATCH,
+};
+use crate::env::{Env, Screen};
+use crate::error::{Error, Result};
+use crate::model::{parameter_shapes, Body, Head, ModelRequest, ModelSpec, MIN_STD_RANGE};
+
+/// The environments of the model being opened: as the flags describe them, until the
+/// model says it was trained on others.
+pub trait ModelEnvironments {
+    /// The environment, as described so far.
+    fn make(&mut self) -> Result<Box<dyn Env>>;
+
+    /// Switches to the environments the model was trained on: Atari screens prepared
+    /// as `screen`, and the crop rows `trained` records. Returns whether they differ
+    /// from those described before, so that an environment made then must be remade.
+    fn adopt(&mut self, screen: Screen, trained: Option<&TrainedWith>) -> bool;
+}
+
+/// Where the model comes from, which says what it is opened for.
+pub enum ModelSource<'a> {
+    /// A fresh training run: the model the flags ask for.
+    Fresh,
+    /// `train --load`: the checkpoint set in this folder (model, sidecar and
+    /// optimizer statistics, with the previous set as the fallback).
+    Resume(&'a Path),
+    /// A rank other than 0 of a resumed run: the sidecar rank 0 read. The tensors are
+    /// rank 0's, which gives every rank its weights.
+    RankZero(&'a Sidecar),
+    /// `a3g eval`: a3g's checkpoint in this folder, else a PyTorch `torch.save` file.
+    Play(&'a Path),
+}
+
+/// The model `a3g eval` plays, as it was read.
+pub struct PlayedModel {
+    /// The model file.
+    pub path: PathBuf,
+    pub tensors: Vec<(String, Tensor)>,
+    /// Its sidecar, read, and where it lies; `None` for a PyTorch file.
+    pub sidecar: Option<(Sidecar, PathBuf)>,
+}
+
+/// A model opened: its checked spec, the environment made for it and what was read.
+pub struct OpenedModel {
+    pub spec: ModelSpec,
+    /// Made on the screens and crop rows the model takes.
+    pub env: Box<dyn Env>,
+    /// With [`ModelSource::Resume`]: the checkpoint to go on from.
+    pub resume: Option<Checkpoint>,
+    /// With [`ModelSource::Play`]: the model to play.
+    pub played: Option<PlayedModel>,
+    /// Whether the spec still lacks the input scaling `--normalize-obs` asks for: a
+    /// fresh run measures it where it starts (20,000 steps of play).
+    pub lacks_input_norm: bool,
+}
+
+/// What to do about a played model whose tensors do not fit the environment.
+pub const PLAY_MISMATCH: &str =
+    "evaluate it with the --env it was trained on; if that is this one, the \
+                             file is damaged: restore it or train again";
+
+/// Opens the model that `source` names for the environments `envs` describes, as
+/// `request` (the flags) asks: a fresh model is built as asked; a trained one is
+/// checked against the request, whose every size left out is the checkpoint's and
+/// whose every contradiction is refused on one line.
+pub fn open_model(
+    source: ModelSource,
+    request: &ModelRequest,
+    envs: &mut dyn ModelEnvironments,
+) -> Result<OpenedModel> {
+    let mut env = envs.make()?;
+    request.check_fits(env.as_ref())?;
+    let env_id = env.id().to_string();
+    let (mut resume, mut played) = (None, None);
+    let spec = match source {
+        ModelSource::Fresh => request.fresh_spec(env.as_ref()),
+        ModelSource::Resume(dir) => {
+            let checkpoint = load(dir, &env_id)?;
+            checkpoint.sidecar.check_env(&checkpoint.files.sidecar, &env_id)?;
+            checkpoint.sidecar.check_resumable(&checkpoint.files.sidecar)?;
+            let Checkpoint { files, sidecar, model, .. } = &checkpoint;
+            let tensors =
+                TensorsToCheck { path: &files.model, tensors: model, advice: SIDECAR_MISMATCH };
+            let spec =
+                resumed_spec(request, envs, &mut env, sidecar, &files.sidecar, Some(tensors))?;
+            resume = Some(checkpoint);
+            spec
+        }
+        ModelSource::RankZero(record) => {
+            resumed_spec(request, envs, &mut env, record, Path::new("rank 0's checkpoint"), None)?
+        }
+        ModelSource::Play(dir) => {
+            let model = read_played_model(dir, &env_id)?;
+            let trained =
+                model.sidecar.as_ref().and_then(|(sidecar, _)| sidecar.trained_with.as_ref());
+            if envs.adopt(implied_screen(&model.tensors), trained) {
+                env = envs.make()?;
+            }
+            let tensors = TensorsToCheck {
+                path: &model.path,
+                tensors: &model.tensors,
+                advice: PLAY_MISMATCH,
+            };
+            let recorded = model.sidecar.as_ref().map(|(sidecar, path)| (sidecar, path.as_path()));
+            let dimensions = implied_architecture(&model.path, &model.tensors)?;
+            let spec = checked_spec(env.as_ref(), dimensions, Some(tensors), recorded)?;
+            played = Some(model);
+            spec
+        }
+    };
+    let lacks_input_norm = request.normalize_obs
+        && matches!(spec.body, Body::Mlp { input_norm: None, .. })
+        && matches!(source, ModelSource::Fresh);
+    Ok(OpenedModel { spec, env, resume, played, lacks_input_norm })
+}
+
+/// The spec of a resumed model, whose sidecar `record` (at `record_path`) describes
+/// it: the request checked against it, the environment remade on its screens if they
+/// differ, and its tensors' shapes checked where this process holds them.
+fn resumed_spec(
+    request: &ModelRequest,
+    envs: &mut dyn ModelEnvironments,
+    env: &mut Box<dyn Env>,
+    record: &Sidecar,
+    record_path: &Path,
+    tensors: Option<TensorsToCheck>,
+) -> Result<ModelSpec> {
+    let screen = resumed_screen(request, record)?;
+    let dimensions = resumed_dimensions(request, record)?;
+    if envs.adopt(screen, record.trained_with.as_ref()) {
+        *env = envs.make()?;
+    }
+    checked_spec(env.as_ref(), dimensions, tensors, Some((record, record_path)))
+}
+
+/// A checkpoint's tensors, for [`checked_spec`] to check against the model they imply.
+struct TensorsToCheck<'a> {
+    /// The model file they were read from.
+    path: &'a Path,
+    tensors: &'a [(String, Tensor)],
+    /// What to do if they do not fit.
+    advice: &'static str,
+}
+
+/// The model a checkpoint holds, checked: built for `env`'s observations and actions
+/// with the checkpoint's `(hidden size, LSTM)`, its tensors' shapes checked against it
+/// where this process holds them, then given what its sidecar records beyond them,
+/// when it has one.
+fn checked_spec(
+    env: &dyn Env,
+    (hidden_size, lstm): (i64, bool),
+    tensors: Option<TensorsToCheck>,
+    sidecar: Option<(&Sidecar, &Path)>,
+) -> Result<ModelSpec> {
+    let mut spec =
+        ModelSpec::for_env(env.observation_shape(), env.action_space(), hidden_size, lstm);
+    if let Some(TensorsToCheck { path, tensors, advice }) = tensors {
+        check_shapes(path, tensors, &parameter_shapes(&spec), advice)?;
+    }
+    if let Some((sidecar, sidecar_path)) = sidecar {
+        adopt_trained_model(&mut spec, &sidecar.model, sidecar_path)?;
+    }
+    Ok(spec)
+}
+
+/// Gives `spec`, built for the environment played, what else `trained`, the model a
+/// checkpoint's sidecar (`sidecar`) describes, has: its input scaling and its
+/// Gaussian's floor. Either out of range, or a scaling that does not fit `spec`'s
+/// inputs, means a damaged or made-up sidecar, and is refused.
+fn adopt_trained_model(spec: &mut ModelSpec, trained: &ModelSpec, sidecar: &Path) -> Result<()> {
+    let corrupt = |reason: String| Error::CorruptCheckpoint { path: sidecar.to_path_buf(), reason };
+    if let (Head::Gaussian { min_std, .. }, Head::Gaussian { min_std: trained_min_std, .. }) =
+        (&mut spec.head, &trained.head)
+    {
+        if !MIN_STD_RANGE.contains(trained_min_std) {
+            let (low, high) = MIN_STD_RANGE.into_inner();
+            return Err(corrupt(format!(
+                "its Gaussian's min_std {trained_min_std} is outside [{low}, {high}]"
+            )));
+        }
+        *min_std = *trained_min_std;
+    }
+    let Body::Mlp { input_norm: Some(norm), .. } = &trained.body else { return Ok(()) };
+    let Body::Mlp { inputs, input_norm, .. } = &mut spec.body else {
+        return Err(corrupt("it gives input scaling to a network of screens".into()));
+    };
+    if let Some(reason) = norm.problem(*inputs) {
+        return Err(corrupt(reason));
+    }
+    *input_norm = Some(norm.clone());
+    Ok(())
+}
+
+/// Reads the model `a3g eval` plays: a3g's own checkpoint (verified as `--load`
+/// does, with the same fallback), else the first PyTorch file of `find_model`.
+fn read_played_model(dir: &Path, env: &str) -> Result<PlayedModel> {
+    let current = CheckpointFiles::new(dir, env);
+    let previous = CheckpointFiles::previous(dir, env);
+    if current.sidecar.exists() || previous.sidecar.exists() {
+        let checkpoint = load_for(dir, env, Purpose::Play)?;
+        checkpoint.sidecar.check_env(&checkpoint.files.model, env)?;
+        return Ok(PlayedModel {
+            path: checkpoint.files.model,
+            tensors: checkpoint.model,
+            sidecar: Some((checkpoint.sidecar, checkpoint.files.sidecar)),
+        });
+    }
+    let path = find_model(dir, env)?;
+    let tensors = read_model(&path)?;
+    Ok(PlayedModel { path, tensors, sidecar: None })
+}
+
+/// The screen a resumed model was trained on; `--model` may not name another.
+fn resumed_screen(request: &ModelRequest, sidecar: &Sidecar) -> Result<Screen> {
+    let trained = &sidecar.model.body;
+    match (trained.screen(), &request.network) {
+        (Some(_), Some(asked)) if asked != trained => Err(contradiction(
+            sidecar,
+            format!("--model {}", asked.network_name()),
+            format!("a {} model", trained.network_name()),
+            "--model",
+        )),
+        (Some(screen), _) => Ok(screen),
+        (None, _) => Ok(Screen::default()),
+    }
+}
+
+/// The hidden size and LSTM of the model a resumed run trains: the checkpoint's (a
+/// flag that contradicts them, or its Gaussian floor or input scaling, is refused).
+fn resumed_dimensions(request: &ModelRequest, sidecar: &Sidecar) -> Result<(i64, bool)> {
+    let trained = &sidecar.model;
+    if let Some(asked) = request.hidden_size.filter(|asked| *asked != trained.hidden_size) {
+        return Err(contradiction(
+            sidecar,
+            format!("--hidden-size {asked}"),
+            format!("a hidden size of {}", trained.hidden_size),
+            "--hidden-size",
+        ));
+    }
+    let (lstm, scaled) = match &trained.body {
+        Body::Mlp { lstm, input_norm, .. } => (*lstm, input_norm.is_some()),
+        Body::AtariLstm | Body::Universe => (true, false),
+    };
+    if request.lstm && !lstm {
+        return Err(contradiction(sidecar, "--lstm".into(), "no LSTM cell".into(), "--lstm"));
+    }
+    if let (Some(asked), Head::Gaussian { min_std, .. }) = (request.min_std, &trained.head) {
+        if asked != *min_std {
+            return Err(contradiction(
+                sidecar,
+                format!("--min-std {asked}"),
+                format!("a floor of {min_std}"),
+                "--min-std",
+            ));
+        }
+    }
+    if request.normalize_obs && !scaled {
+        return Err(contradiction(
+            sidecar,
+            "--normalize-obs".into(),
+            "unscaled inputs".into(),
+            "--normalize-obs",
+        ));
+    }
+    Ok((trained.hidden_size, lstm))
+}
+
+fn contradiction(sidecar: &Sidecar, asked: String, trained: String, flag: &str) -> Error {
+    Error::BadArguments(format!(
+        "{asked} contradicts the checkpoint --load resumes, which has {trained} (a3g {}); \
+         leave out {flag} to resume it, or start a new run without --load",
+        sidecar.a3g_version
+    ))
+}
