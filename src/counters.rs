@@ -121,18 +121,53 @@ impl PhaseTimes {
     }
 }
 
-/// Adds the time since `*since` to `counter` and restarts the clock. With
-/// --profile-phases (`wait_for` is the worker's device) it first waits for the device's
-/// queued work, so that a phase is charged with its own kernels rather than with
-/// whichever later phase happens to wait for them; without it a GPU is not kept idle
-/// for the sake of the figures.
-pub fn lap(counter: &AtomicU64, since: &mut Instant, wait_for: Option<Device>) {
-    if let Some(device) = wait_for {
-        device::synchronize(device);
+/// Times an update's phases one after another into [`PhaseTimes`], out of the way of
+/// the lines that do the work. Each phase runs from the end of the one before, so work
+/// between two phases is charged to the second. With --profile-phases (`wait_for` is
+/// the trainer's device) a phase ends by waiting for the device's queued work, so that
+/// it is charged with its own kernels rather than with whichever later phase happens to
+/// wait for them; without it a GPU is not kept idle for the sake of the figures.
+pub struct PhaseClock {
+    since: Instant,
+    wait_for: Option<Device>,
+}
+
+impl PhaseClock {
+    /// A clock whose first phase starts now.
+    pub fn start(wait_for: Option<Device>) -> Self {
+        PhaseClock { since: Instant::now(), wait_for }
     }
-    let now = Instant::now();
-    counter.fetch_add((now - *since).as_nanos() as u64, Ordering::Relaxed);
-    *since = now;
+
+    /// Runs `work` as the next phase and charges its time to `counter`.
+    pub fn phase<T>(&mut self, counter: &AtomicU64, work: impl FnOnce() -> T) -> T {
+        let output = work();
+        self.end_phase(counter);
+        output
+    }
+
+    /// Runs `work` as the next phase, which gives `None` if it was abandoned (a rollout
+    /// cut short by a stop), and charges its time to `counter` unless it was: abandoned
+    /// work is no update's phase.
+    pub fn phase_unless_abandoned<T>(
+        &mut self,
+        counter: &AtomicU64,
+        work: impl FnOnce() -> Option<T>,
+    ) -> Option<T> {
+        let output = work();
+        if output.is_some() {
+            self.end_phase(counter);
+        }
+        output
+    }
+
+    fn end_phase(&mut self, counter: &AtomicU64) {
+        if let Some(device) = self.wait_for {
+            device::synchronize(device);
+        }
+        let now = Instant::now();
+        counter.fetch_add((now - self.since).as_nanos() as u64, Ordering::Relaxed);
+        self.since = now;
+    }
 }
 
 /// Adds `value` to the f64 whose bits `counter` holds.
@@ -144,6 +179,8 @@ fn add_f64(counter: &AtomicU64, value: f64) {
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use super::*;
 
     /// A hundred skipped updates in a row end training; a kept one in between
@@ -160,6 +197,27 @@ mod tests {
         }
         assert!(counters.record_skip().is_err());
         assert_eq!(counters.skipped_updates.load(Ordering::Relaxed), 2 * MAX_CONSECUTIVE_SKIPS - 1);
+    }
+
+    /// A phase is charged its time and, with --profile-phases, waits for the device
+    /// (one host sync); an abandoned phase is charged nothing and does not wait.
+    #[test]
+    fn a_phase_is_charged_unless_abandoned() {
+        let pause = Duration::from_millis(2);
+        let (kept, abandoned) = (AtomicU64::new(0), AtomicU64::new(0));
+        let mut clock = PhaseClock::start(Some(Device::Cpu));
+        let before = device::host_syncs();
+        clock.phase(&kept, || std::thread::sleep(pause));
+        assert!(kept.load(Ordering::Relaxed) >= pause.as_nanos() as u64);
+        assert_eq!(device::host_syncs() - before, 1);
+        let before = device::host_syncs();
+        let none = clock.phase_unless_abandoned(&abandoned, || {
+            std::thread::sleep(pause);
+            None::<()>
+        });
+        assert!(none.is_none());
+        assert_eq!(abandoned.load(Ordering::Relaxed), 0);
+        assert_eq!(device::host_syncs() - before, 0);
     }
 
     /// The step that spends --max-steps asks for the stop, counting from where a

@@ -67,7 +67,7 @@ fn two_ranks_train_one_model() {
         small_cartpole(&["--max-steps", "4000", "--sync-interval", "0.2", "--sync-timeout", "30"]);
     if !cfg!(a3g_c10d) {
         let run = scratches[0].a3g_with_env(
-            &args.iter().map(String::as_str).collect::<Vec<_>>(),
+            &args,
             &launched_as(0, port)
                 .iter()
                 .map(|(name, value)| (*name, value.as_str()))
@@ -234,7 +234,7 @@ fn a_world_of_one_runs_without_the_engine() {
         ("MASTER_PORT", &port.to_string()),
     ];
     let args = small_cartpole(&["--max-steps", "500"]);
-    let run = scratch.a3g_with_env(&args.iter().map(String::as_str).collect::<Vec<_>>(), &vars);
+    let run = scratch.a3g_with_env(&args, &vars);
     assert!(run.status.success(), "{}", run.stderr);
     assert!(run.stdout.contains("reached --max-steps"), "{}", run.stdout);
     assert!(!run.stdout.contains("over all ranks"), "{}", run.stdout);
@@ -253,7 +253,7 @@ fn a_sync_interval_over_half_the_timeout_is_refused() {
         [("RANK", "0"), ("WORLD_SIZE", "2"), ("MASTER_ADDR", "127.0.0.1"), ("MASTER_PORT", &port)];
     let run = |extra: &[&str]| {
         let args = small_cartpole(extra);
-        scratch.a3g_with_env(&args.iter().map(String::as_str).collect::<Vec<_>>(), &vars)
+        scratch.a3g_with_env(&args, &vars)
     };
     let line = assert_one_line_error(&run(&["--sync-interval", "40", "--sync-timeout", "60"]));
     assert!(line.contains("--sync-interval 40 is more than half of --sync-timeout 60"), "{line}");
@@ -275,7 +275,7 @@ fn lone_rank(rank: usize, world_size: usize, port: u16, extra: &[&str]) -> (Stri
         &[&["--max-time", "60", "--sync-interval", "1", "--sync-timeout", "3"], extra].concat(),
     );
     let started = Instant::now();
-    let run = scratch.a3g_with_env(&args.iter().map(String::as_str).collect::<Vec<_>>(), &vars);
+    let run = scratch.a3g_with_env(&args, &vars);
     (assert_one_line_error(&run), started.elapsed())
 }
 

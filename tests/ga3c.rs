@@ -86,13 +86,10 @@ fn bad_ga3c_flags_are_one_line() {
 #[test]
 fn ga3c_autotune_changes_counts_while_training() {
     let scratch = Scratch::new("ga3c-autotune");
-    let run = scratch.a3g(&[
-        "train",
+    let run = scratch.a3g_owned(&cartpole(&[
         "--trainer",
         "ga3c",
         "--autotune",
-        "--env",
-        "CartPole-v1",
         "--workers",
         "4",
         "--hidden-size",
@@ -103,7 +100,7 @@ fn ga3c_autotune_changes_counts_while_training() {
         "8s",
         "--status-interval",
         "1",
-    ]);
+    ]));
     assert!(run.status.success(), "{}", run.stderr);
     assert!(run.stdout.contains("reached --max-time"), "{}", run.stdout);
     let trials: Vec<&str> =

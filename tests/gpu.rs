@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use crate::util::{assert_one_line_error, Scratch};
+use crate::util::{assert_one_line_error, cartpole, Scratch};
 
 /// The dynamic section of the a3g binary, as `readelf -d` prints it.
 fn dynamic_section() -> String {
@@ -113,7 +113,7 @@ fn devices_reports_cuda_state() {
 fn gpu_ids_without_a_device_say_why() {
     let scratch = Scratch::new("gpu-ids-none");
     let hidden = [("CUDA_VISIBLE_DEVICES", "")];
-    let train = ["train", "--env", "CartPole-v1", "--workers", "1", "--gpu-ids", "0"];
+    let train = cartpole(&["--workers", "1", "--gpu-ids", "0"]);
     let line = assert_one_line_error(&scratch.a3g_with_env(&train, &hidden));
     assert!(line.starts_with("error: --gpu-ids 0: "), "{line}");
     assert!(

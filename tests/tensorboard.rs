@@ -111,10 +111,7 @@ fn unwritable_tensorboard_dir_is_one_line() {
 fn full_disk_stops_tensorboard_not_training() {
     let scratch = Scratch::new("tensorboard-full");
     let run = scratch.a3g_with_env(
-        &[
-            "train",
-            "--env",
-            "CartPole-v1",
+        &cartpole(&[
             "--workers",
             "1",
             "--max-steps",
@@ -122,7 +119,7 @@ fn full_disk_stops_tensorboard_not_training() {
             "--status-interval",
             "0.2",
             "--tensorboard-logger",
-        ],
+        ]),
         &[("A3G_FAULT_TENSORBOARD_AFTER_BYTES", "100")],
     );
     assert!(run.status.success(), "{}", run.stderr);

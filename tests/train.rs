@@ -144,10 +144,7 @@ fn thirty_two_atari_workers_stay_under_one_gigabyte() {
 fn sigint_stops_cleanly_with_a_checkpoint() {
     let scratch = Scratch::new("sigint");
     let mut child = Command::new(env!("CARGO_BIN_EXE_a3g"))
-        .args([
-            "train",
-            "--env",
-            "CartPole-v1",
+        .args(cartpole(&[
             "--workers",
             "2",
             "--hidden-size",
@@ -156,7 +153,7 @@ fn sigint_stops_cleanly_with_a_checkpoint() {
             "60s",
             "--status-interval",
             "0.2",
-        ])
+        ]))
         .current_dir(scratch.path("."))
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -238,25 +235,16 @@ fn bad_train_input_is_one_line() {
 #[test]
 fn unshared_optimizer_statistics_are_saved_stepped() {
     let scratch = Scratch::new("unshared-optimizer");
-    let flags = [
-        "train",
-        "--env",
-        "CartPole-v1",
-        "--workers",
-        "2",
-        "--hidden-size",
-        "16",
-        "--shared-optimizer",
-        "false",
-    ];
-    let run = scratch.a3g(&[&flags[..], &["--max-steps", "2000"]].concat());
+    let flags = ["--workers", "2", "--hidden-size", "16", "--shared-optimizer", "false"];
+    let run = scratch.a3g_owned(&cartpole(&[&flags[..], &["--max-steps", "2000"]].concat()));
     assert!(run.status.success(), "{}", run.stderr);
     let loaded = a3g::checkpoint::load(&scratch.path("trained_models"), "CartPole-v1").unwrap();
     let statistics = loaded.optimizer.expect("statistics saved");
     let (name, first_moment) =
         statistics.iter().find(|(name, _)| name == "fc1.weight.exp_avg").expect("exp_avg");
     assert!(first_moment.abs().sum(tch::Kind::Float).double_value(&[]) > 0.0, "{name} is zero");
-    let run = scratch.a3g(&[&flags[..], &["--load", "--max-steps", "2500"]].concat());
+    let run =
+        scratch.a3g_owned(&cartpole(&[&flags[..], &["--load", "--max-steps", "2500"]].concat()));
     assert!(run.status.success(), "{}", run.stderr);
     assert!(!run.stderr.contains("start afresh"), "{}", run.stderr);
 }

@@ -1,5 +1,6 @@
 //! Helpers: run the built `a3g` binary in a scratch folder and inspect what it printed.
 
+use std::ffi::OsStr;
 use std::io::{BufRead, BufReader, Read};
 use std::path::PathBuf;
 use std::process::{Child, Command, Output};
@@ -77,8 +78,9 @@ impl Scratch {
             .into()
     }
 
-    /// Runs `a3g` with `args` inside this folder, with `vars` added to its environment.
-    pub fn a3g_with_env(&self, args: &[&str], vars: &[(&str, &str)]) -> Run {
+    /// Runs `a3g` with `args` (borrowed or owned, as [`cartpole`] builds them) inside
+    /// this folder, with `vars` added to its environment.
+    pub fn a3g_with_env(&self, args: &[impl AsRef<OsStr>], vars: &[(&str, &str)]) -> Run {
         Command::new(env!("CARGO_BIN_EXE_a3g"))
             .args(args)
             .current_dir(&self.dir)

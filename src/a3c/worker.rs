@@ -15,30 +15,27 @@
 //! would only have been waiting for a core.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crossbeam::channel::{Receiver, RecvTimeoutError, Sender};
 use tch::Device;
 
-use crate::counters::{lap, TrainingCounters};
+use crate::counters::{PhaseClock, TrainingCounters};
 use crate::device;
 use crate::env::rng::Rng;
 use crate::env::{ActionSpace, Env};
 use crate::error::{Error, Result};
-use crate::gradients::UpdateCheck;
-use crate::model::{LstmState, LstmTape, ModelSpec};
+use crate::model::{ActorCritic, LstmState, LstmTape, ModelSpec};
 use crate::policy;
 use crate::rollout::{LossConfig, RewardShaping, Rollout};
 use crate::shared::{LocalModel, SharedModel};
 use crate::stop::Stop;
 
 /// A played rollout on its way to its update.
-struct Collected {
+struct Played {
     rollout: Rollout,
     /// The critic's value after the last step; 0 if the episode ended.
     bootstrap: f64,
-    /// When the rollout phase ended: the update's phases are timed from here.
-    clock: Instant,
     /// The rollout's LSTM steps, which make the LSTM weights' gradients.
     lstm_tape: LstmTape,
 }
@@ -162,34 +159,52 @@ impl Worker {
         })
     }
 
-    /// Pulls the shared weights, plays one rollout and pushes its update. A stop
-    /// request abandons the rollout at the next agent step, so that a stop is seen
-    /// within one step however long rollouts are.
+    /// Trains on one rollout, as the reference's `train.py` does: pull the shared
+    /// weights, play the rollout, backpropagate its loss, bring the gradients to the host
+    /// with their check (the update's one host sync) and step the shared model with
+    /// them, or skip an update that is not finite. A stop request abandons the rollout
+    /// at the next agent step, so that a stop is seen within one step however long
+    /// rollouts are.
     fn train_one_rollout(&mut self, local: &LocalModel, stop: &Stop) -> Result<()> {
-        match self.collect_rollout(local, stop)? {
-            Some(mut collected) => {
-                let checked = self.compute_gradients(local, &mut collected);
-                self.apply(local, collected, checked)
-            }
-            None => Ok(()),
+        let LocalModel { model, parameters, gradients, .. } = local;
+        // A handle of its own, so the phase counters stay borrowed while the rollout
+        // borrows the worker.
+        let counters = Arc::clone(&self.setup.counters);
+        let phases = &counters.phases;
+        let mut clock = PhaseClock::start(self.setup.profile_phases.then_some(self.setup.device));
+        clock.phase(&phases.pull, || self.setup.shared.pull(parameters));
+        let played = clock
+            .phase_unless_abandoned(&phases.rollout, || self.play_rollout(model, stop).transpose());
+        let Some(Played { rollout, bootstrap, lstm_tape }) = played.transpose()? else {
+            return Ok(());
+        };
+        let loss = rollout.loss(bootstrap, &self.setup.loss);
+        clock.phase(&phases.backward, || {
+            gradients.zero();
+            loss.total.backward();
+            lstm_tape.add_weight_gradients(model);
+        });
+        let checked = clock.phase(&phases.push, || gradients.transfer(&loss));
+        if !checked.finite {
+            // A diverged rollout leaves a state that may itself be non-finite.
+            self.done = true;
+            return counters.record_skip();
         }
+        clock.phase(&phases.step, || self.setup.shared.step(gradients.host_gradients()));
+        counters.record_update(checked.terms, rollout.len());
+        Ok(())
     }
 
-    /// Pulls the shared weights and plays one rollout: one host sync per agent step
-    /// (the action's probabilities with the critic's value) and one for the bootstrap
-    /// value. `None` if a stop came first. The bootstrap value is 0 after a terminal
-    /// step and the critic's value of the last observation otherwise, a time limit's
-    /// cut included: as Gymnasium means `truncated`, the return goes on past it.
-    fn collect_rollout(&mut self, local: &LocalModel, stop: &Stop) -> Result<Option<Collected>> {
-        let LocalModel { model, parameters: local_parameters, .. } = local;
+    /// Plays one rollout with `model` from where the worker's game stands: one host
+    /// sync per agent step (the action's probabilities with the critic's value) and one
+    /// for the bootstrap value. `None` if a stop came first. The bootstrap value is 0
+    /// after a terminal step and the critic's value of the last observation otherwise,
+    /// a time limit's cut included: as Gymnasium means `truncated`, the return goes on
+    /// past it.
+    fn play_rollout(&mut self, model: &ActorCritic, stop: &Stop) -> Result<Option<Played>> {
         let setup = &mut self.setup;
         let device = setup.device;
-        let profile = setup.profile_phases.then_some(device);
         let batch_shape = self.batch_shape.as_slice();
-        let phases = &setup.counters.phases;
-        let mut clock = Instant::now();
-        setup.shared.pull(local_parameters);
-        lap(&phases.pull, &mut clock, profile);
         let mut state =
             if self.done { LstmState::zeros(&setup.spec, device) } else { self.state.detached() };
         let (mut done, mut terminated) = (false, false);
@@ -238,47 +253,7 @@ impl Worker {
         }
         self.state = state.detached();
         self.done = done;
-        lap(&phases.rollout, &mut clock, profile);
-        Ok(Some(Collected { rollout, bootstrap, clock, lstm_tape }))
-    }
-
-    /// Backpropagates a rollout's loss into the local gradient buffer and brings the
-    /// gradients to the host with their check, in one host sync: the copy that
-    /// brings the gradients, their check and the loss terms together.
-    fn compute_gradients(&self, local: &LocalModel, collected: &mut Collected) -> UpdateCheck {
-        let setup = &self.setup;
-        let profile = setup.profile_phases.then_some(setup.device);
-        let phases = &setup.counters.phases;
-        let loss = collected.rollout.loss(collected.bootstrap, &setup.loss);
-        local.gradients.zero();
-        loss.total.backward();
-        std::mem::take(&mut collected.lstm_tape).add_weight_gradients(&local.model);
-        lap(&phases.backward, &mut collected.clock, profile);
-        let checked = local.gradients.transfer(&loss);
-        lap(&phases.push, &mut collected.clock, profile);
-        checked
-    }
-
-    /// Steps the shared model with the gradients [`Worker::compute_gradients`] left
-    /// in the buffer, or skips the update if they were not finite.
-    fn apply(
-        &mut self,
-        local: &LocalModel,
-        collected: Collected,
-        checked: UpdateCheck,
-    ) -> Result<()> {
-        let Collected { rollout, mut clock, .. } = collected;
-        if !checked.finite {
-            // A diverged rollout leaves a state that may itself be non-finite.
-            self.done = true;
-            return self.setup.counters.record_skip();
-        }
-        let setup = &self.setup;
-        setup.shared.step(local.gradients.host_gradients());
-        let profile = setup.profile_phases.then_some(setup.device);
-        lap(&setup.counters.phases.step, &mut clock, profile);
-        setup.counters.record_update(checked.terms, rollout.len());
-        Ok(())
+        Ok(Some(Played { rollout, bootstrap, lstm_tape }))
     }
 }
 
@@ -288,7 +263,6 @@ mod tests {
 
     use super::*;
     use crate::env::{self, EnvOptions};
-    use crate::model::ActorCritic;
     use crate::shared_optim::{OptimizerKind, SharedOptimizer};
     use tch::{nn, Tensor};
 
@@ -319,18 +293,13 @@ mod tests {
         (Worker::new(setup).unwrap(), LocalModel::new(&spec, device))
     }
 
-    /// Computes a rollout's gradients and applies them, as a training thread does.
-    fn apply_update(worker: &mut Worker, local: &LocalModel, mut collected: Collected) {
-        let checked = worker.compute_gradients(local, &mut collected);
-        worker.apply(local, collected, checked).unwrap();
-    }
-
-    /// An update (loss, backward pass, check, push, optimizer step) syncs with the host
-    /// once: the read that checks the gradients and brings back the loss terms. Playing
-    /// the rollout syncs once per agent step and once for the bootstrap value. With
-    /// --profile-phases each of the five phase boundaries adds one. Counted on the CPU,
-    /// where the same calls would each be a sync on a GPU, and on cuda:0 where CUDA
-    /// sees one.
+    /// Training on a rollout syncs with the host once per agent step (the action's
+    /// probabilities with the critic's value), once for the bootstrap value and once for
+    /// the update (loss, backward pass, check, push, optimizer step): the read that
+    /// checks the gradients and brings back the loss terms. Playing a rollout alone
+    /// makes the first two, so the rest of the update makes one. With --profile-phases
+    /// each of the five phase boundaries adds one. Counted on the CPU, where the same
+    /// calls would each be a sync on a GPU, and on cuda:0 where CUDA sees one.
     #[test]
     fn an_update_syncs_with_the_host_once() {
         let mut devices = vec![Device::Cpu];
@@ -341,22 +310,26 @@ mod tests {
         });
         for (env_id, device, profile) in cases {
             let (mut worker, local) = worker(env_id, device, profile);
+            let counters = Arc::clone(&worker.setup.counters);
             let stop = Stop::default();
             for rollout in 0..3 {
                 let before = device::host_syncs();
-                let collected = worker.collect_rollout(&local, &stop).unwrap().expect("no stop");
-                let steps = collected.rollout.len() as u64;
+                let played = worker.play_rollout(&local.model, &stop).unwrap().expect("no stop");
+                let steps = played.rollout.len() as u64;
                 let bootstrap = u64::from(!worker.done);
-                let laps = if profile { 2 } else { 0 };
                 let synced = device::host_syncs() - before;
-                assert_eq!(synced, steps + bootstrap + laps, "{env_id} rollout {rollout}");
+                assert_eq!(synced, steps + bootstrap, "{env_id} rollout {rollout}");
                 let before = device::host_syncs();
-                apply_update(&mut worker, &local, collected);
-                let laps = if profile { 3 } else { 0 };
+                let steps_before = counters.agent_steps.load(Ordering::Relaxed);
+                worker.train_one_rollout(&local, &stop).unwrap();
                 let synced = device::host_syncs() - before;
-                assert_eq!(synced, 1 + laps, "{env_id} update {rollout}");
+                // Kept, so `done` is the episode's end and not a skip's.
+                assert_eq!(counters.updates.load(Ordering::Relaxed), rollout + 1, "{env_id}");
+                let steps = counters.agent_steps.load(Ordering::Relaxed) - steps_before;
+                let bootstrap = u64::from(!worker.done);
+                let laps = if profile { 5 } else { 0 };
+                assert_eq!(synced, steps + bootstrap + 1 + laps, "{env_id} update {rollout}");
             }
-            assert_eq!(worker.setup.counters.updates.load(Ordering::Relaxed), 3, "{env_id}");
         }
     }
 
@@ -366,9 +339,8 @@ mod tests {
     #[test]
     fn an_update_gives_the_lstm_weights_gradients() {
         let (mut worker, local) = worker("CartPole-v1", Device::Cpu, false);
-        let mut collected =
-            worker.collect_rollout(&local, &Stop::default()).unwrap().expect("no stop");
-        assert!(worker.compute_gradients(&local, &mut collected).finite);
+        worker.train_one_rollout(&local, &Stop::default()).unwrap();
+        assert_eq!(worker.setup.counters.updates.load(Ordering::Relaxed), 1, "a kept update");
         let names = crate::model::parameter_names(&worker.setup.spec);
         let lstm_weights: Vec<_> = names
             .iter()
@@ -418,8 +390,8 @@ mod tests {
                     on("the LSTM cell state", &worker.state.cell);
                 };
                 walk_model_and_state(&worker);
-                let collected = worker.collect_rollout(&local, &Stop::default()).unwrap().unwrap();
-                let rollout = &collected.rollout;
+                let played = worker.play_rollout(&local.model, &Stop::default()).unwrap().unwrap();
+                let rollout = &played.rollout;
                 assert!(!rollout.is_empty());
                 for (what, tensors) in [
                     ("a rollout value", &rollout.values),
@@ -429,7 +401,7 @@ mod tests {
                     tensors.iter().for_each(|tensor| on(what, tensor));
                 }
                 walk_model_and_state(&worker);
-                apply_update(&mut worker, &local, collected);
+                worker.train_one_rollout(&local, &Stop::default()).unwrap();
                 walk_model_and_state(&worker);
                 assert!(local.parameters.iter().all(|parameter| parameter.grad().defined()));
                 let names: Vec<String> =

@@ -5,13 +5,13 @@
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crossbeam::channel::{Receiver, RecvTimeoutError};
 use tch::Device;
 
 use super::segment::{batched_loss, Segment, SegmentLoss};
-use crate::counters::{lap, TrainingCounters};
+use crate::counters::{PhaseClock, TrainingCounters};
 use crate::error::Result;
 use crate::model::ModelSpec;
 use crate::precision::Precision;
@@ -73,9 +73,8 @@ pub fn run(
         if batch.is_empty() {
             continue;
         }
-        let mut clock = Instant::now();
-        setup.shared.pull(&local.parameters);
-        lap(&phases.pull, &mut clock, profile);
+        let mut clock = PhaseClock::start(profile);
+        clock.phase(&phases.pull, || setup.shared.pull(&local.parameters));
         let SegmentLoss { loss, agent_steps, lstm_tape } = batched_loss(
             &local.model,
             &batch,
@@ -84,15 +83,14 @@ pub fn run(
             setup.device,
             setup.precision,
         );
-        local.gradients.zero();
-        loss.total.backward();
-        lstm_tape.add_weight_gradients(&local.model);
-        lap(&phases.backward, &mut clock, profile);
-        let checked = local.gradients.transfer(&loss);
-        lap(&phases.push, &mut clock, profile);
+        clock.phase(&phases.backward, || {
+            local.gradients.zero();
+            loss.total.backward();
+            lstm_tape.add_weight_gradients(&local.model);
+        });
+        let checked = clock.phase(&phases.push, || local.gradients.transfer(&loss));
         if checked.finite {
-            setup.shared.step(local.gradients.host_gradients());
-            lap(&phases.step, &mut clock, profile);
+            clock.phase(&phases.step, || setup.shared.step(local.gradients.host_gradients()));
             setup.counters.record_update(checked.terms, agent_steps);
             setup.trainer_counters.segments.fetch_add(batch.len() as u64, Ordering::Relaxed);
         } else {
