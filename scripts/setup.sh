@@ -10,7 +10,7 @@
 #   - with the CUDA wheel, the CUDA compiler-support headers that c10d's NCCL header
 #     includes and the wheel lacks (PyPI's nvidia-cuda-crt and nvidia-cuda-cccl), so
 #     that ranks with GPUs sum their models through NCCL; without them, through Gloo;
-#   - for scripts/test only, Python's tensorboard package.
+#   - for scripts/test only, Python's tensorboard and gymnasium packages.
 # Every step is skipped once done, so a warm call costs a few file tests.
 
 A3G_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -80,6 +80,20 @@ a3g_ensure_tensorboard_reader() {
         a3g_say "  into $dir (about 30 MB, under a minute)"
         a3g_pip_install "$dir" "tensorboard==$A3G_TENSORBOARD_VERSION"
         touch "$dir/.a3g-tensorboard-$A3G_TENSORBOARD_VERSION"
+    fi
+}
+
+# Gymnasium, for the tests of environments from outside a3g (`--env gym:<id>`, a
+# user's class), which run it in python3 with .deps/gymnasium on PYTHONPATH. scripts/test
+# installs it; ./a3g does not need it (a user's own Python brings its Gymnasium).
+A3G_GYMNASIUM_VERSION=1.2.2
+a3g_ensure_gymnasium() {
+    local dir="$A3G_DEPS/gymnasium"
+    if [[ ! -e $dir/.a3g-gymnasium-$A3G_GYMNASIUM_VERSION ]]; then
+        a3g_say "installing Python's gymnasium $A3G_GYMNASIUM_VERSION, which the tests of outside environments run"
+        a3g_say "  into $dir (about 20 MB with numpy, under a minute)"
+        a3g_pip_install "$dir" "gymnasium==$A3G_GYMNASIUM_VERSION"
+        touch "$dir/.a3g-gymnasium-$A3G_GYMNASIUM_VERSION"
     fi
 }
 

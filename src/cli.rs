@@ -156,7 +156,7 @@ impl EnvArgs {
             },
         };
         let outside = crate::env::gym::Target::parse(&self.env).is_some();
-        if !outside && (!kwargs.is_empty() || !self.env_imports.is_empty()) {
+        if !outside && (self.env_kwargs.is_some() || !self.env_imports.is_empty()) {
             return Err(Error::BadArguments(format!(
                 "--env-kwargs and --env-import are for environments from outside a3g (gym:<id>, \
                  <file.py>:<Class>); {} is built in: leave them out",

@@ -6,6 +6,14 @@ use crate::cli::EnvsArgs;
 use crate::env::{self, atari, ActionSpace, CropTable, EnvOptions};
 use crate::error::Result;
 
+/// How `--env` names an environment a3g does not build in, after the list of those
+/// it does.
+const OUTSIDE_ENVS: [&str; 3] = [
+    "Environments from outside a3g, each run in a Python process a3g starts (docs/envs.md):",
+    "  gym:<id>                         any id of your Gymnasium registry (gym:HalfCheetah-v5); --env-import <module> imports a package that registers its ids",
+    "  <file.py>:<Class>                your own gymnasium.Env class (or <module>:<Class>), made with --env-kwargs '<json>'; --python picks the Python",
+];
+
 /// Prints one line per id: id, action space, observation shape, and for ids named on
 /// the command line that are Atari games, the rows the crop keeps.
 pub fn run(args: &EnvsArgs) -> Result<()> {
@@ -38,6 +46,9 @@ pub fn run(args: &EnvsArgs) -> Result<()> {
             line.push_str(&format!("  crop rows {}..{}", crop.crop1, crop.rows_end()));
         }
         lines.push(line);
+    }
+    if listing_all {
+        lines.extend(OUTSIDE_ENVS.iter().map(|line| line.to_string()));
     }
     crate::console::say(lines.join("\n").trim_end());
     Ok(())

@@ -74,8 +74,10 @@ fn envs_lists_every_id() {
     );
     assert!(line("BipedalWalkerHardcore-v3").contains("Box([-1.0, -1.0, -1.0, -1.0]"));
     assert!(line("BipedalWalker-v3").ends_with("[24]"));
-    // Classic control, Box2D, then each Atari game in its seven id families.
-    assert_eq!(run.stdout.lines().count(), 6 + 4 + 61 * 7);
+    // Classic control, Box2D, then each Atari game in its seven id families, then the
+    // two ways to name an environment from outside a3g.
+    assert_eq!(run.stdout.lines().count(), 6 + 4 + 61 * 7 + 3);
+    assert!(run.stdout.contains("gym:<id>") && run.stdout.contains("<file.py>:<Class>"));
 }
 
 /// Named ids are described with the crop rows their game gets; a game the crop file

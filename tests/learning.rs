@@ -1,7 +1,7 @@
 //! Learning tests, in a binary of their own: cargo runs test binaries one after
 //! another, so these train with no other test's processes on the cores, and a lock
 //! has them train one at a time. Both trainers, CartPole-v1 and Pendulum-v1;
-//! LunarLander-v3 with A3C. Beside the other tests, the batched trainer's Pendulum run
+//! LunarLander-v3 with A3C; Gymnasium's CartPole-v1 through the bridge. Beside the other tests, the batched trainer's Pendulum run
 //! twice lost its policy's spread and stopped learning, which it did in none of 13 runs
 //! alone or beside busy loops (docs/benchmarks.md, "Learning tests, and GA3C Pendulum runs
 //! that stop learning").
@@ -28,6 +28,28 @@ fn cartpole_learns_to_475() {
     assert_reached(&run, 475.0);
     assert!(run.stdout.contains(", rollout "), "A3C's updates time their rollouts");
     assert_saved_cartpole_keeps_the_promise(&scratch);
+}
+
+/// Gymnasium's own CartPole-v1, played through the bridge in Python processes, learns
+/// as the built-in one does: the same recipe, workers and budget reach a 100-game
+/// greedy mean of 475, and the saved weights keep it in `a3g eval` there.
+#[test]
+fn gymnasium_cartpole_learns_to_475_through_the_bridge() {
+    let _learning = one_learning_run_at_a_time();
+    let scratch = Scratch::new("gym-cartpole-learns");
+    let recipe: Vec<&str> = CARTPOLE_LEARNING
+        .iter()
+        .map(|&flag| if flag == "CartPole-v1" { "gym:CartPole-v1" } else { flag })
+        .collect();
+    let a3c = ["train", "--workers", "2", "--max-steps", "1000000"];
+    let run = scratch.a3g_gym(&[&a3c[..], &recipe].concat());
+    assert_reached(&run, 475.0);
+    let eval = ["eval", "--env", "gym:CartPole-v1", "--num-episodes", "100", "--json"];
+    let run = scratch.a3g_gym(&eval);
+    assert!(run.status.success(), "{}", run.stderr);
+    let summary: serde_json::Value = serde_json::from_str(run.stdout.trim()).expect("JSON");
+    let mean = summary["mean"].as_f64().expect("a mean");
+    assert!(mean >= 450.0, "the saved weights evaluate at {mean}");
 }
 
 /// What --stop-at-mean 475 saved scores about that in `a3g eval`'s 100 games: the

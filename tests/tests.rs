@@ -9,6 +9,8 @@ mod envs;
 mod eval;
 mod ga3c;
 mod gpu;
+// Environments from outside a3g, in Python processes it owns.
+mod gym;
 // Never lose a model: scenarios a hostile user found, round two.
 mod keeping;
 // `a3g plot`: learning curves from written logs, read back as PNGs.

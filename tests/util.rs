@@ -231,3 +231,25 @@ pub fn pytorch_path() -> std::ffi::OsString {
     std::env::join_paths(folders.iter().filter(|folder| folder.join("torch").is_dir()))
         .expect("folders without ':'")
 }
+
+/// The environment for an a3g whose outside environments need Gymnasium: python3 finds
+/// the package that scripts/test installs into .deps/gymnasium.
+pub fn gymnasium_vars() -> Vec<(&'static str, String)> {
+    let gymnasium = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(".deps/gymnasium");
+    assert!(
+        gymnasium.join("gymnasium").is_dir(),
+        "Gymnasium is missing from {}; ./scripts/test installs it",
+        gymnasium.display()
+    );
+    vec![("PYTHONPATH", gymnasium.to_string_lossy().into_owned())]
+}
+
+impl Scratch {
+    /// Runs `a3g` with `args` inside this folder, its Python finding Gymnasium.
+    pub fn a3g_gym(&self, args: &[&str]) -> Run {
+        let vars = gymnasium_vars();
+        let vars: Vec<(&str, &str)> =
+            vars.iter().map(|(name, value)| (*name, value.as_str())).collect();
+        self.a3g_with_env(args, &vars)
+    }
+}

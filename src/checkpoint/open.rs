@@ -32,7 +32,8 @@ pub trait ModelEnvironments {
     /// Switches to the environments the model was trained on: Atari screens prepared
     /// as `screen`, and the crop rows `trained` records. Returns whether they differ
     /// from those described before, so that an environment made then must be remade.
-    fn adopt(&mut self, screen: Screen, trained: Option<&TrainedWith>) -> bool;
+    /// Refuses what the flags ask that contradicts how the model was trained.
+    fn adopt(&mut self, screen: Screen, trained: Option<&TrainedWith>) -> Result<bool>;
 }
 
 /// Where the model comes from, which says what it is opened for.
@@ -111,7 +112,7 @@ pub fn open_model(
             let model = read_played_model(dir, &env_id)?;
             let trained =
                 model.sidecar.as_ref().and_then(|(sidecar, _)| sidecar.trained_with.as_ref());
-            if envs.adopt(implied_screen(&model.tensors), trained) {
+            if envs.adopt(implied_screen(&model.tensors), trained)? {
                 env = envs.make()?;
             }
             let tensors = TensorsToCheck {
@@ -145,7 +146,7 @@ fn resumed_spec(
 ) -> Result<ModelSpec> {
     let screen = resumed_screen(request, record)?;
     let dimensions = resumed_dimensions(request, record)?;
-    if envs.adopt(screen, record.trained_with.as_ref()) {
+    if envs.adopt(screen, record.trained_with.as_ref())? {
         *env = envs.make()?;
     }
     checked_spec(env.as_ref(), dimensions, tensors, Some((record, record_path)))
@@ -172,6 +173,9 @@ fn checked_spec(
 ) -> Result<ModelSpec> {
     let mut spec =
         ModelSpec::for_env(env.observation_shape(), env.action_space(), hidden_size, lstm);
+    if let Some((sidecar, _)) = sidecar {
+        check_same_spaces(env, &spec, &sidecar.model)?;
+    }
     if let Some(TensorsToCheck { path, tensors, advice }) = tensors {
         check_shapes(path, tensors, &parameter_shapes(&spec), advice)?;
     }
@@ -179,6 +183,45 @@ fn checked_spec(
         adopt_trained_model(&mut spec, &sidecar.model, sidecar_path)?;
     }
     Ok(spec)
+}
+
+/// Refuses an environment whose observations or actions are not those the model was
+/// trained on (`trained`, as its sidecar describes it): an outside environment's id made
+/// with other keyword arguments may be another task.
+fn check_same_spaces(env: &dyn Env, spec: &ModelSpec, trained: &ModelSpec) -> Result<()> {
+    let inputs = |spec: &ModelSpec| match &spec.body {
+        Body::Mlp { inputs, .. } => format!("observations of {inputs} values"),
+        screens => format!("the {} network's screens", screens.network_name()),
+    };
+    let actions = |head: &Head| match head {
+        Head::Discrete { actions } => format!("{actions} discrete actions"),
+        Head::Gaussian { low, .. } => format!("{} continuous action dimensions", low.len()),
+    };
+    let same_head = match (&spec.head, &trained.head) {
+        (Head::Discrete { actions }, Head::Discrete { actions: trained }) => actions == trained,
+        (Head::Gaussian { low, high, .. }, Head::Gaussian { low: l, high: h, .. }) => {
+            low == l && high == h
+        }
+        _ => false,
+    };
+    if inputs(spec) == inputs(trained) && same_head {
+        return Ok(());
+    }
+    let bounds = if inputs(spec) == inputs(trained) && actions(&spec.head) == actions(&trained.head)
+    {
+        " (within other bounds)"
+    } else {
+        ""
+    };
+    Err(Error::BadArguments(format!(
+        "{} gives {} and takes {}{bounds}, but the model was trained on {} and {}; make the \
+         environment as it was trained (the same --env, --env-kwargs and --env-import)",
+        env.id(),
+        inputs(spec),
+        actions(&spec.head),
+        inputs(trained),
+        actions(&trained.head)
+    )))
 }
 
 /// Gives `spec`, built for the environment played, what else `trained`, the model a

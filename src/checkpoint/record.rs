@@ -29,6 +29,19 @@ pub struct TrainedWith {
     pub shared_optimizer: bool,
     pub loss: LossConfig,
     pub rewards: RewardShaping,
+    /// How an environment from outside a3g was made: `--env-kwargs` and
+    /// `--env-import`, which `--load` and eval make it with again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub outside_env: Option<OutsideEnv>,
+}
+
+/// What made an environment from outside a3g (`gym:<id>`, a user's class), beside its
+/// id: the same id with other keyword arguments may be another task.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct OutsideEnv {
+    pub kwargs: serde_json::Map<String, serde_json::Value>,
+    #[serde(default)]
+    pub imports: Vec<String>,
 }
 
 /// The trainer a run uses, with its own settings, which its folder makes from its

@@ -11,7 +11,7 @@ use std::time::Duration;
 use tch::Device;
 
 use crate::a3c::settings::A3cConfig;
-pub use crate::checkpoint::record::{TrainedWith, TrainerConfig};
+pub use crate::checkpoint::record::{OutsideEnv, TrainedWith, TrainerConfig};
 use crate::checkpoint::{
     self, Checkpoint, FolderLock, ModelEnvironments, ModelSource, OpenedModel, Sidecar,
 };
@@ -101,9 +101,28 @@ impl EnvConfig {
     /// read) unless `--env-config` names others, since a model fed other rows than it
     /// learned from plays blind. Says so on stderr when the recorded rows replace the
     /// ones the flags gave.
-    fn as_trained(&self, screen: Screen, trained: Option<&TrainedWith>) -> Self {
+    fn as_trained(&self, screen: Screen, trained: Option<&TrainedWith>) -> Result<Self> {
         let mut env =
             EnvConfig { options: EnvOptions { screen, ..self.options.clone() }, ..self.clone() };
+        if let Some(recorded) = trained.and_then(|trained| trained.outside_env.as_ref()) {
+            let python = &mut env.options.python;
+            let asked =
+                OutsideEnv { kwargs: python.kwargs.clone(), imports: python.imports.clone() };
+            if asked == OutsideEnv::default() {
+                python.kwargs = recorded.kwargs.clone();
+                python.imports = recorded.imports.clone();
+            } else if asked != *recorded {
+                return Err(Error::BadArguments(format!(
+                    "--env-kwargs {} and --env-import {:?} are not what the model was trained with \
+                     (--env-kwargs {} --env-import {:?}); leave them out to make {} as it was",
+                    serde_json::Value::Object(asked.kwargs),
+                    asked.imports,
+                    serde_json::Value::Object(recorded.kwargs.clone()),
+                    recorded.imports,
+                    self.id
+                )));
+            }
+        }
         let recorded = trained.and_then(|trained| trained.crop);
         if let (Some(recorded), None) = (recorded, &self.crop_file) {
             if env.crop().is_some_and(|crop| crop != recorded) {
@@ -116,7 +135,16 @@ impl EnvConfig {
                 env.options.crops = CropTable::only(recorded);
             }
         }
-        env
+        Ok(env)
+    }
+
+    /// How an environment from outside a3g is made beside its id, for the sidecar;
+    /// `None` for a built-in one.
+    fn outside_env(&self) -> Option<OutsideEnv> {
+        crate::env::gym::Target::parse(&self.id).map(|_| OutsideEnv {
+            kwargs: self.options.python.kwargs.clone(),
+            imports: self.options.python.imports.clone(),
+        })
     }
 }
 
@@ -466,12 +494,13 @@ impl ModelEnvironments for EnvsOfRank<'_> {
         self.env.make(self.rank)
     }
 
-    fn adopt(&mut self, screen: Screen, trained: Option<&TrainedWith>) -> bool {
-        let adopted = self.env.as_trained(screen, trained);
+    fn adopt(&mut self, screen: Screen, trained: Option<&TrainedWith>) -> Result<bool> {
+        let adopted = self.env.as_trained(screen, trained)?;
         let differs = adopted.options.screen != self.env.options.screen
             || adopted.options.crops != self.env.options.crops;
+        let differs = differs || adopted.options.python != self.env.options.python;
         *self.env = adopted;
-        differs
+        Ok(differs)
     }
 }
 
@@ -489,6 +518,7 @@ impl TrainConfig {
             shared_optimizer: self.shared_optimizer,
             loss: self.loss,
             rewards: self.rewards,
+            outside_env: self.env.outside_env(),
         }
     }
 

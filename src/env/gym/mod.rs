@@ -197,7 +197,9 @@ impl PythonEnv {
         let description = match env.reply("start")? {
             Reply::Ok(json) => serde_json::from_slice::<Description>(&json)
                 .map_err(|err| fail(format!("a3g's host described it unreadably ({err})")))?,
-            Reply::Raised(traceback) => return Err(fail(raised_while("being made", &traceback))),
+            Reply::Raised(traceback) => {
+                return Err(fail(raised_while("while being made", &traceback)))
+            }
         };
         env.action_space = action_space(&description.action).map_err(&fail)?;
         env.observation_shape = observation_shape(&description.observation).map_err(&fail)?;
@@ -593,7 +595,7 @@ mod tests {
             "its Python code raised ValueError: bad action in step()"
         );
         let missing = "Traceback:\nModuleNotFoundError: No module named 'gymnasium'\n";
-        assert!(raised_while("being made", missing).contains("pip install gymnasium"));
+        assert!(raised_while("while being made", missing).contains("pip install gymnasium"));
     }
 
     /// Spaces a3g cannot play are refused, naming them.

@@ -1,0 +1,221 @@
+//! Environments from outside a3g: Gymnasium's ids (`--env gym:<id>`) and a user's own
+//! class (`--env <file.py>:<Class>`), each in a Python process a3g owns, with the
+//! Gymnasium that scripts/test installs into .deps/gymnasium.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use crate::util::{assert_one_line_error, sidecar_json, Scratch};
+
+/// A user's environment: observations of `size` values, two actions, a reward of 1 a
+/// step; `fail` makes step `after` raise, crash, exit, hang, or print to stdout (which
+/// must not disturb a3g's pipe).
+const USER_ENV: &str = r#"
+import os, sys, time
+import numpy as np
+import gymnasium as gym
+
+class Corridor(gym.Env):
+    metadata = {"render_modes": ["rgb_array"], "render_fps": 10}
+
+    def __init__(self, size=3, fail="none", after=50, render_mode=None):
+        self.observation_space = gym.spaces.Box(-1.0, 1.0, (size,), np.float32)
+        self.action_space = gym.spaces.Discrete(2)
+        self.size, self.fail, self.after, self.steps = size, fail, after, 0
+        self.render_mode = render_mode
+
+    def reset(self, seed=None, options=None):
+        super().reset(seed=seed)
+        self.position = 0
+        return np.zeros(self.size, np.float32), {}
+
+    def step(self, action):
+        self.steps += 1
+        if self.steps >= self.after:
+            if self.fail == "raise":
+                raise ValueError("the simulator lost its state")
+            if self.fail == "crash":
+                os.kill(os.getpid(), 11)
+            if self.fail == "exit":
+                os._exit(3)
+            if self.fail == "hang":
+                time.sleep(3600)
+        print("a chatty environment writes to stdout")
+        self.position += 1 if action == 1 else -1
+        observation = np.full(self.size, self.position / 10, np.float32).clip(-1, 1)
+        return observation, 1.0, abs(self.position) >= 10, False, {}
+
+    def render(self):
+        return np.zeros((8, 8, 3), np.uint8)
+
+class Mapping(Corridor):
+    def __init__(self):
+        super().__init__()
+        self.observation_space = gym.spaces.Dict({"a": gym.spaces.Discrete(2)})
+"#;
+
+fn train_user_env(scratch: &Scratch, kwargs: &str, extra: &[&str]) -> crate::util::Run {
+    scratch.write("corridor.py", USER_ENV);
+    let args = [
+        &[
+            "train",
+            "--env",
+            "corridor.py:Corridor",
+            "--env-kwargs",
+            kwargs,
+            "--workers",
+            "1",
+            "--hidden-size",
+            "16",
+        ][..],
+        extra,
+    ]
+    .concat();
+    scratch.a3g_gym(&args)
+}
+
+/// No process of a3g's outside environments is left running for this scratch folder:
+/// every host's command line names the environment's file, inside the folder.
+fn assert_no_host_left(scratch: &Scratch) {
+    let marker = scratch.path("corridor.py").to_string_lossy().into_owned();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let left: Vec<String> = std::fs::read_dir("/proc")
+            .unwrap()
+            .flatten()
+            .filter_map(|entry| std::fs::read(entry.path().join("cmdline")).ok())
+            .map(|cmdline| String::from_utf8_lossy(&cmdline).replace('\0', " "))
+            .filter(|cmdline| cmdline.contains(&marker) && cmdline.contains("a3g's host"))
+            .collect();
+        if left.is_empty() {
+            return;
+        }
+        assert!(Instant::now() < deadline, "environment processes left behind: {left:?}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// Gymnasium's own CartPole-v1 trains through the bridge, is saved under its id, and
+/// `eval` plays it again; the sidecar records how it was made.
+#[test]
+fn a_gymnasium_id_trains_saves_and_evaluates() {
+    let scratch = Scratch::new("gym-cartpole");
+    let run = scratch.a3g_gym(&[
+        "train",
+        "--env",
+        "gym:CartPole-v1",
+        "--workers",
+        "2",
+        "--hidden-size",
+        "16",
+        "--max-steps",
+        "3000",
+    ]);
+    assert!(run.status.success(), "{}", run.stderr);
+    assert!(
+        run.stdout.contains("saved trained_models/gym:CartPole-v1.safetensors"),
+        "{}",
+        run.stdout
+    );
+    let sidecar = sidecar_json(&scratch, "gym:CartPole-v1");
+    assert_eq!(sidecar["env"], "gym:CartPole-v1");
+    assert_eq!(sidecar["trained_with"]["outside_env"]["kwargs"], serde_json::json!({}));
+    let run =
+        scratch.a3g_gym(&["eval", "--env", "gym:CartPole-v1", "--num-episodes", "3", "--json"]);
+    assert!(run.status.success(), "{}", run.stderr);
+    let summary: serde_json::Value = serde_json::from_str(run.stdout.trim()).expect("JSON");
+    assert_eq!(summary["episodes"], 3);
+    assert!(summary["mean"].as_f64().unwrap() >= 8.0, "{summary}");
+}
+
+/// A user's class is made with --env-kwargs, which the sidecar records: `eval` and
+/// `train --load` without them make it as it was trained, and other kwargs that change
+/// its spaces are refused on one line. Its prints to stdout do not disturb a3g, and
+/// `eval --render` records its frames.
+#[test]
+fn a_users_class_is_made_again_as_it_was_trained() {
+    let scratch = Scratch::new("gym-user-class");
+    let run = train_user_env(&scratch, r#"{"size": 5}"#, &["--max-steps", "1500"]);
+    assert!(run.status.success(), "{}", run.stderr);
+    let env = "corridor.py:Corridor";
+    assert_eq!(
+        sidecar_json(&scratch, env)["trained_with"]["outside_env"]["kwargs"],
+        serde_json::json!({"size": 5})
+    );
+    let run = scratch.a3g_gym(&["eval", "--env", env, "--num-episodes", "2", "--render"]);
+    assert!(run.status.success(), "{}", run.stderr);
+    assert!(scratch
+        .path("logs/corridor.py:Corridor_games/corridor.py:Corridor_game0001.gif")
+        .is_file());
+    let run = scratch.a3g_gym(&["train", "--env", env, "--load", "--max-steps", "2000"]);
+    assert!(run.status.success(), "{}", run.stderr);
+
+    let run = scratch.a3g_gym(&["eval", "--env", env, "--env-kwargs", r#"{"size": 7}"#]);
+    let line = assert_one_line_error(&run);
+    assert!(line.contains(r#"{"size":7}"#) && line.contains(r#"{"size":5}"#), "{line}");
+    assert_no_host_left(&scratch);
+}
+
+/// An environment that raises, crashes, exits or hangs mid-run ends the run on one
+/// line naming it, the thread and what happened, keeps what training reached in a
+/// checkpoint, and leaves no Python process behind.
+#[test]
+fn a_failing_environment_ends_the_run_on_one_line() {
+    let cases = [
+        ("raise", "raised ValueError: the simulator lost its state in step()"),
+        ("crash", "killed by signal 11 (SIGSEGV, a crash) during step(), its last words: Fatal Python error: Segmentation fault"),
+        ("exit", "exited with status 3 during step(), its last words: a chatty environment writes to stdout"),
+        ("hang", "no reply to step() within 2 s, so its Python process was stopped"),
+    ];
+    for (fail, expected) in cases {
+        let scratch = Scratch::new(&format!("gym-fail-{fail}"));
+        let kwargs = format!(r#"{{"fail": "{fail}", "after": 400}}"#);
+        let run =
+            train_user_env(&scratch, &kwargs, &["--max-steps", "100000", "--env-timeout", "2"]);
+        let line = assert_one_line_error(&run);
+        assert!(
+            line.contains("corridor.py:Corridor: ") && line.contains(expected),
+            "{fail}: {line}"
+        );
+        assert!(
+            line.starts_with("error: worker 0: ") || line.starts_with("error: test agent: "),
+            "{line}"
+        );
+        assert!(
+            run.stdout.contains("stopped by a failed environment: saved"),
+            "{fail}: {}",
+            run.stdout
+        );
+        assert!(
+            Path::new(&scratch.path("trained_models/corridor.py:Corridor.safetensors")).is_file()
+        );
+        assert_no_host_left(&scratch);
+    }
+}
+
+/// What a3g cannot play or start is refused before training, on one line: a space it
+/// has no network for (naming it), kwargs that are not a JSON object, kwargs for a
+/// built-in id, a Python that does not exist, and a class that is not there.
+#[test]
+fn what_the_bridge_cannot_play_is_refused_on_one_line() {
+    let scratch = Scratch::new("gym-refused");
+    scratch.write("corridor.py", USER_ENV);
+    let cases: [(&[&str], &str); 5] = [
+        (&["--env", "corridor.py:Mapping"], "its observation space Dict"),
+        (&["--env", "corridor.py:Corridor", "--env-kwargs", "[1]"], "is not a JSON object"),
+        (&["--env", "CartPole-v1", "--env-kwargs", "{}"], "CartPole-v1 is built in"),
+        (
+            &["--env", "gym:CartPole-v1", "--python", "/no/such/python"],
+            "cannot start Python \"/no/such/python\"",
+        ),
+        (
+            &["--env", "corridor.py:Nowhere"],
+            "raised AttributeError: corridor.py has no Nowhere while being made",
+        ),
+    ];
+    for (flags, expected) in cases {
+        let run = scratch.a3g_gym(&[&["train", "--max-steps", "100"][..], flags].concat());
+        let line = assert_one_line_error(&run);
+        assert!(line.contains(expected), "{flags:?}: {line}");
+    }
+}
