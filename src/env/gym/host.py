@@ -131,7 +131,7 @@ class Observations:
             return encoded.tobytes()
         if self.image:
             return np.ascontiguousarray(observation, dtype=np.uint8).tobytes()
-        return np.ascontiguousarray(observation, dtype=np.float32).tobytes()
+        return np.ascontiguousarray(observation, dtype=np.float32).ravel().tobytes()
 
 
 def serve(env, requests, replies, description):

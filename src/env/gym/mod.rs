@@ -441,18 +441,23 @@ fn action_space(space: &SpaceDescription) -> std::result::Result<ActionSpace, St
     }
 }
 
-/// The observation shape a3g feeds the network: a 1-D Box, or a Discrete one-hot.
+/// The observation shape a3g feeds the network: a Box of numbers flattened to one
+/// vector (a 1-D Box as it is), or a Discrete one-hot.
 fn observation_shape(space: &SpaceDescription) -> std::result::Result<Vec<i64>, String> {
     match space {
         SpaceDescription::Discrete { n } if *n >= 1 => Ok(vec![*n]),
-        SpaceDescription::Box { shape, .. } if shape.len() == 1 && shape[0] >= 1 => Ok(shape.clone()),
         SpaceDescription::Box { shape, dtype, .. } if shape.len() == 3 && dtype == "uint8" => Err(format!(
             "its observations are {}x{}x{} images, which a3g does not yet take from outside \
-             environments; a3g takes 1-D Box and Discrete observations",
+             environments; a3g takes Box observations of numbers and Discrete ones",
             shape[0], shape[1], shape[2]
         )),
+        SpaceDescription::Box { shape, .. }
+            if !shape.is_empty() && shape.iter().all(|&size| size >= 1) =>
+        {
+            Ok(vec![shape.iter().product()])
+        }
         other => Err(format!(
-            "its observation space {} is not one a3g plays; a3g takes 1-D Box and Discrete observations",
+            "its observation space {} is not one a3g plays; a3g takes Box and Discrete observations",
             space_text(other)
         )),
     }
@@ -613,6 +618,20 @@ mod tests {
         };
         assert!(action_space(&unbounded).unwrap_err().contains("infinite"));
         assert_eq!(observation_shape(&unbounded).unwrap(), vec![1]);
+        let grid = SpaceDescription::Box {
+            shape: vec![5, 4],
+            dtype: "float32".into(),
+            low: vec![None; 20],
+            high: vec![None; 20],
+        };
+        assert_eq!(observation_shape(&grid).unwrap(), vec![20], "flattened");
+        let image = SpaceDescription::Box {
+            shape: vec![64, 64, 3],
+            dtype: "uint8".into(),
+            low: vec![Some(0.0); 4096],
+            high: vec![Some(255.0); 4096],
+        };
+        assert!(observation_shape(&image).unwrap_err().contains("64x64x3 images"));
     }
 
     /// The fixed palette keeps a colour's top bits.
