@@ -58,6 +58,9 @@ fn main() {
         let built_in = micros_per_step(built_in.as_mut());
         let bridge = micros_per_step(bridged.as_mut());
         let vector = async_vector_env();
-        println!("{round:>5}  {built_in:>12.2}  {bridge:>6.2}  {vector:>14.2}  {:>21.2}", bridge / vector);
+        println!(
+            "{round:>5}  {built_in:>12.2}  {bridge:>6.2}  {vector:>14.2}  {:>21.2}",
+            bridge / vector
+        );
     }
 }

@@ -80,7 +80,10 @@ impl Step {
     }
 }
 
-/// An environment an agent can play.
+/// An environment an agent can play. a3g's own implement it; so can a program's,
+/// registered with [`register`] to be trained by name (examples/corridor.rs). Each
+/// worker, agent and the test agent owns one, made by rank with its own seed, and calls
+/// it from one thread at a time.
 pub trait Env: Send {
     /// The id it was made from.
     fn id(&self) -> &str;
@@ -180,8 +183,44 @@ impl Default for EnvOptions {
     }
 }
 
+/// How a registered environment is made: from the options every environment is made
+/// with (its seed first).
+pub type EnvMaker = dyn Fn(&EnvOptions) -> Result<Box<dyn Env>> + Send + Sync;
+
+/// The environments registered by the program a3g runs in, by id.
+static REGISTERED: std::sync::RwLock<Vec<(String, std::sync::Arc<EnvMaker>)>> =
+    std::sync::RwLock::new(Vec::new());
+
+/// Registers an environment written in Rust under `id`, for a program that uses a3g as
+/// a library: `--env <id>` then trains, evaluates and lists it like a built-in one
+/// (examples/corridor.rs). Refused for an id a3g builds in or already registered, and
+/// for one with a colon, which names environments from outside a3g.
+pub fn register(
+    id: &str,
+    maker: impl Fn(&EnvOptions) -> Result<Box<dyn Env>> + Send + Sync + 'static,
+) -> Result<()> {
+    let taken = id.contains(':') || id.is_empty() || all_ids().iter().any(|known| known == id);
+    if taken {
+        return Err(Error::BadArguments(format!(
+            "cannot register an environment as {id:?}: the id is empty, taken, or has a colon \
+             (which names environments from outside a3g); choose another"
+        )));
+    }
+    let mut registered = REGISTERED.write().unwrap_or_else(std::sync::PoisonError::into_inner);
+    registered.push((id.to_string(), std::sync::Arc::new(maker)));
+    Ok(())
+}
+
+fn registered(id: &str) -> Option<std::sync::Arc<EnvMaker>> {
+    let registered = REGISTERED.read().unwrap_or_else(std::sync::PoisonError::into_inner);
+    registered.iter().find(|(known, _)| known == id).map(|(_, maker)| maker.clone())
+}
+
 /// Makes the environment with Gym id `id`.
 pub fn make(id: &str, options: &EnvOptions) -> Result<Box<dyn Env>> {
+    if let Some(maker) = registered(id) {
+        return maker(options);
+    }
     if let Some(target) = gym::Target::parse(id) {
         let env = gym::PythonEnv::start(
             id,
@@ -204,11 +243,14 @@ pub fn make(id: &str, options: &EnvOptions) -> Result<Box<dyn Env>> {
     }
 }
 
-/// Every id `make` accepts: classic control first, Box2D, then each game in every id family.
+/// Every id `make` accepts: classic control first, Box2D, each game in every id family,
+/// then the environments registered by the program a3g runs in.
 pub fn all_ids() -> Vec<String> {
     let mut ids: Vec<String> =
         classic::IDS.iter().chain(&box2d::IDS).map(|(id, _)| id.to_string()).collect();
     ids.extend(atari::all_ids());
+    let registered = REGISTERED.read().unwrap_or_else(std::sync::PoisonError::into_inner);
+    ids.extend(registered.iter().map(|(id, _)| id.clone()));
     ids
 }
 
