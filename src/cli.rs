@@ -72,6 +72,14 @@ impl ModelName {
     }
 }
 
+/// When a run resumes its own checkpoint (`--resume`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ResumeMode {
+    /// When --save-model-dir holds a checkpoint of the env.
+    Auto,
+}
+
 /// Which trainer runs the workers (`--trainer`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, Serialize, Deserialize)]
 pub enum TrainerName {
@@ -335,6 +343,12 @@ pub struct TrainArgs {
     /// Resume model, optimizer statistics and counters from --load-model-dir.
     #[arg(long, help_heading = "Checkpoints")]
     pub load: bool,
+    /// auto: resume the run's own checkpoint, in --save-model-dir, when there is one,
+    /// else start afresh; one command that a launcher restarting failed ranks
+    /// (torchrun --max-restarts) can run again as it is.
+    #[arg(long, value_enum, conflicts_with = "load", help_heading = "Checkpoints")]
+    #[serde(default)]
+    pub resume: Option<ResumeMode>,
     /// Folder --load reads checkpoints from.
     #[arg(long, default_value = "trained_models", help_heading = "Checkpoints")]
     #[serde(serialize_with = "lossy_path")]

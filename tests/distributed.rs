@@ -221,6 +221,83 @@ fn torchrun_launches_the_ranks() {
     assert!(saved >= 2000, "{saved}");
 }
 
+/// Under `torchrun --max-restarts 1`, a rank killed mid-run (SIGKILL) is restarted by
+/// torchrun with the others, and with `--resume auto` the world goes on from rank 0's
+/// last checkpoint, with no hand-written --load: the same command, run again by the
+/// launcher, resumes and trains to --max-steps, which counts the steps before the kill.
+#[test]
+#[cfg_attr(not(a3g_c10d), ignore = "this build has no c10d (no gloo headers at set-up)")]
+fn torchrun_restarts_a_killed_rank_and_the_world_resumes() {
+    let scratch = Scratch::new("torchrun-restart");
+    let train = small_cartpole(&[
+        "--max-steps",
+        "40000",
+        "--sync-interval",
+        "0.2",
+        "--sync-timeout",
+        "10",
+        "--resume",
+        "auto",
+        "--save-interval",
+        "0",
+    ]);
+    let mut torchrun = Command::new("python3")
+        .args([
+            "-m",
+            "torch.distributed.run",
+            "--standalone",
+            "--nproc-per-node",
+            "2",
+            "--max-restarts",
+            "1",
+            "--local-addr",
+            "127.0.0.1",
+            "--no-python",
+            env!("CARGO_BIN_EXE_a3g"),
+        ])
+        .args(&train)
+        .current_dir(scratch.path(""))
+        .env("PYTHONPATH", pytorch_path())
+        .env_remove("RUST_BACKTRACE")
+        // Files, not pipes: a pipe nobody reads meanwhile would fill and stop the ranks.
+        .stdout(std::fs::File::create(scratch.path("stdout.txt")).unwrap())
+        .stderr(std::fs::File::create(scratch.path("stderr.txt")).unwrap())
+        .spawn()
+        .unwrap_or_else(|error| panic!("cannot run python3 ({error}); this test needs Python 3"));
+    let sidecar = scratch.path("trained_models/CartPole-v1.json");
+    let started = Instant::now();
+    while !sidecar.exists() {
+        assert!(started.elapsed() < Duration::from_secs(120), "no checkpoint was written");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let before = saved_agent_steps(&sidecar);
+    let rank1 = rank_process(&scratch, 1).expect("rank 1 runs");
+    let killed = Command::new("kill").args(["-KILL", &rank1.to_string()]).status().unwrap();
+    assert!(killed.success());
+    let status = wait_within(&mut torchrun, Duration::from_secs(240), "torchrun");
+    let stdout = std::fs::read_to_string(scratch.path("stdout.txt")).unwrap();
+    let stderr = std::fs::read_to_string(scratch.path("stderr.txt")).unwrap();
+    assert!(status.success(), "{stdout}\n{stderr}");
+    assert!(stderr.contains("(--resume auto)"), "the restart resumed: {stderr}");
+    let saved = saved_agent_steps(&sidecar);
+    assert!(saved >= 40000 && saved > before, "{before} then {saved}");
+}
+
+/// The process id of the a3g running as rank `rank` in `scratch`'s folder, found by
+/// its working folder and the RANK torchrun gave it.
+fn rank_process(scratch: &Scratch, rank: usize) -> Option<u32> {
+    let folder = scratch.path("").canonicalize().ok()?;
+    let wanted = format!("RANK={rank}");
+    std::fs::read_dir("/proc").ok()?.flatten().find_map(|entry| {
+        let pid: u32 = entry.file_name().to_str()?.parse().ok()?;
+        let exe = std::fs::read_link(entry.path().join("exe")).ok()?;
+        let cwd = std::fs::read_link(entry.path().join("cwd")).ok()?;
+        let environ = std::fs::read(entry.path().join("environ")).ok()?;
+        let is_rank = environ.split(|&byte| byte == 0).any(|var| var == wanted.as_bytes());
+        (exe.file_name()? == "a3g" && cwd == folder && is_rank).then_some(pid)
+    })
+}
+
 /// A world of one rank is a run on one machine, in a build with the engine or
 /// without: no rendezvous, and the run trains and writes its checkpoint as always.
 #[test]

@@ -16,7 +16,7 @@ use crate::checkpoint::{
     self, Checkpoint, FolderLock, ModelEnvironments, ModelSource, OpenedModel, Sidecar,
 };
 use crate::cli::{
-    EnvArgs, EvalArgs, ModelName, OptimizerName, PrecisionName, TrainArgs, TrainerName,
+    EnvArgs, EvalArgs, ModelName, OptimizerName, PrecisionName, ResumeMode, TrainArgs, TrainerName,
 };
 use crate::console;
 use crate::device;
@@ -351,8 +351,15 @@ impl<'a> TrainPlan<'a> {
     /// `rank_zero_record` (rank 0's sidecar) describes. Reads `--env-config`'s file.
     pub fn open_model(&mut self, rank_zero_record: Option<&Sidecar>) -> Result<OpenedModel> {
         self.env.read_crop_file()?;
+        let leads = self.leads();
+        let save_dir = &self.args.save_model_dir;
+        let own_checkpoint = self.args.resume == Some(ResumeMode::Auto)
+            && leads
+            && (checkpoint::CheckpointFiles::new(save_dir, &self.env.id).any_exists()
+                || checkpoint::CheckpointFiles::previous(save_dir, &self.env.id).any_exists());
         let source = match rank_zero_record {
-            _ if self.args.load && self.leads() => ModelSource::Resume(&self.args.load_model_dir),
+            _ if self.args.load && leads => ModelSource::Resume(&self.args.load_model_dir),
+            _ if own_checkpoint => ModelSource::Resume(save_dir),
             Some(record) => ModelSource::RankZero(record),
             None => ModelSource::Fresh,
         };
@@ -368,6 +375,8 @@ impl<'a> TrainPlan<'a> {
         let provisional_rank = args.workers.unwrap_or(cores);
         let leads = launch.as_ref().is_none_or(|launch| launch.rank == 0);
         let OpenedModel { spec, env: mut test_env, resume, lacks_input_norm, .. } = model;
+        // With --resume auto, rank 0 resumes when the save folder held a checkpoint.
+        let resumed_own = args.resume.is_some() && resume.is_some();
         let workers = args.workers.unwrap_or_else(|| {
             cores.saturating_mul(TrainerConfig::agents_per_core(args.trainer, &spec.body))
         });
@@ -394,9 +403,17 @@ impl<'a> TrainPlan<'a> {
                     .to_string(),
             );
         }
+        if let (true, Some(checkpoint)) = (resumed_own, &resume) {
+            notes.push(format!(
+                "note: resuming {} after {} agent steps (--resume auto)",
+                checkpoint.files.model.display(),
+                checkpoint.sidecar.counters.agent_steps
+            ));
+        }
         if spec.body == Body::AtariLstm
             && args.model.is_none()
             && !args.load
+            && args.resume.is_none()
             && devices.iter().all(|device| *device == Device::Cpu)
         {
             notes.push(
@@ -426,9 +443,10 @@ impl<'a> TrainPlan<'a> {
                     .to_string(),
             );
         }
-        let resuming_here = args.load && same_folder(&args.load_model_dir, &args.save_model_dir);
+        let resuming_here =
+            resumed_own || (args.load && same_folder(&args.load_model_dir, &args.save_model_dir));
         let run = RunConfig {
-            resumed: args.load && leads,
+            resumed: (args.load && leads) || resumed_own,
             save_model_dir: args.save_model_dir.clone(),
             save_max: args.save_max,
             save_interval: Duration::from_secs_f64(args.save_interval),
