@@ -48,6 +48,26 @@ class Corridor(gym.Env):
     def render(self):
         return np.zeros((8, 8, 3), np.uint8)
 
+class Pixels(Corridor):
+    """The corridor seen as a 30x40 colour picture: a white column where the agent is."""
+
+    def __init__(self):
+        super().__init__()
+        self.observation_space = gym.spaces.Box(0, 255, (30, 40, 3), np.uint8)
+
+    def picture(self):
+        image = np.zeros((30, 40, 3), np.uint8)
+        image[:, min(39, 20 + 2 * self.position)] = 255
+        return image
+
+    def reset(self, seed=None, options=None):
+        super().reset(seed=seed)
+        return self.picture(), {}
+
+    def step(self, action):
+        _, reward, terminated, truncated, info = super().step(action)
+        return self.picture(), reward, terminated, truncated, info
+
 class Mapping(Corridor):
     def __init__(self):
         super().__init__()
@@ -154,6 +174,24 @@ fn a_users_class_is_made_again_as_it_was_trained() {
     let line = assert_one_line_error(&run);
     assert!(line.contains(r#"{"size":7}"#) && line.contains(r#"{"size":5}"#), "{line}");
     assert_no_host_left(&scratch);
+}
+
+/// Image observations go to the convolutional networks: a user's class that shows a
+/// 30x40 colour picture trains with the universe network on 42x42 grey screens, which
+/// the sidecar records and `eval` plays again.
+#[test]
+fn images_from_a_users_class_feed_the_universe_network() {
+    let scratch = Scratch::new("gym-images");
+    scratch.write("corridor.py", USER_ENV);
+    let env = "corridor.py:Pixels";
+    let train =
+        ["train", "--env", env, "--model", "universe", "--workers", "1", "--max-steps", "600"];
+    let run = scratch.a3g_gym(&train);
+    assert!(run.status.success(), "{}", run.stderr);
+    assert_eq!(sidecar_json(&scratch, env)["model"]["body"], "Universe");
+    let run = scratch.a3g_gym(&["eval", "--env", env, "--num-episodes", "2"]);
+    assert!(run.status.success(), "{}", run.stderr);
+    assert!(run.stdout.contains("2 episodes: reward mean"), "{}", run.stdout);
 }
 
 /// An environment that raises, crashes, exits or hangs mid-run ends the run on one

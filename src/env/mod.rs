@@ -228,6 +228,7 @@ pub fn make(id: &str, options: &EnvOptions) -> Result<Box<dyn Env>> {
             &options.python,
             options.seed,
             options.max_episode_length,
+            options.screen,
         )?;
         return Ok(Box::new(env));
     }

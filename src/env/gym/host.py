@@ -121,7 +121,13 @@ class Observations:
         kind = space.get("kind")
         self.one_hot = space["n"] if kind == "discrete" else None
         self.start = space.get("start", 0)
-        self.image = kind == "box" and space["dtype"] == "uint8" and len(space["shape"]) == 3
+        shape = space.get("shape", [])
+        # As a3g reads images: height x width, or with 1, 3 or 4 channels.
+        self.image = (
+            kind == "box"
+            and space["dtype"] == "uint8"
+            and (len(shape) == 2 or (len(shape) == 3 and shape[2] in (1, 3, 4)))
+        )
 
     def encode(self, observation):
         np = self.np

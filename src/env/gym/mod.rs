@@ -22,8 +22,11 @@ use std::time::{Duration, Instant};
 
 use serde::Deserialize;
 
-use super::{Action, ActionSpace, Env, Frame, Step};
+use super::{Action, ActionSpace, Env, Frame, Screen, Step};
 use crate::error::{Error, Result};
+use image::{screen_side, to_screen, ImageLayout};
+
+mod image;
 
 /// The Python side, run with `python -c`.
 const HOST: &str = include_str!("host.py");
@@ -118,7 +121,11 @@ pub struct PythonEnv {
     timeout: Duration,
     action_space: ActionSpace,
     observation_shape: Vec<i64>,
+    /// Values in one observation as the host sends them (bytes for an image).
     observation_len: usize,
+    /// Set for image observations, which become `screen`'s screens.
+    image: Option<ImageLayout>,
+    screen: Screen,
     /// Agent steps since the episode began, and the cut `--max-episode-length` sets.
     elapsed_steps: u32,
     max_episode_steps: Option<u32>,
@@ -143,6 +150,7 @@ impl PythonEnv {
         options: &PythonOptions,
         seed: u64,
         max_episode_steps: Option<u32>,
+        screen: Screen,
     ) -> Result<PythonEnv> {
         let fail = |problem: String| Error::EnvProcess { env: env.to_string(), problem };
         let request = serde_json::json!({
@@ -188,6 +196,8 @@ impl PythonEnv {
             action_space: ActionSpace::Discrete { n: 1 },
             observation_shape: Vec::new(),
             observation_len: 0,
+            image: None,
+            screen,
             elapsed_steps: 0,
             max_episode_steps,
             steps: 0,
@@ -202,8 +212,19 @@ impl PythonEnv {
             }
         };
         env.action_space = action_space(&description.action).map_err(&fail)?;
-        env.observation_shape = observation_shape(&description.observation).map_err(&fail)?;
-        env.observation_len = env.observation_shape.iter().product::<i64>() as usize;
+        env.image = image_layout(&description.observation);
+        match env.image {
+            Some(layout) => {
+                let side = screen_side(screen) as i64;
+                env.observation_shape = vec![1, side, side];
+                env.observation_len = layout.len();
+            }
+            None => {
+                env.observation_shape =
+                    observation_shape(&description.observation).map_err(&fail)?;
+                env.observation_len = env.observation_shape.iter().product::<i64>() as usize;
+            }
+        }
         if let Some(fps) = description.render_fps.filter(|fps| *fps > 0.0 && fps.is_finite()) {
             env.step_seconds = 1.0 / fps;
         }
@@ -308,6 +329,18 @@ impl PythonEnv {
     }
 
     fn observation(&self, bytes: &[u8], what: &str) -> Result<Vec<f32>> {
+        if let Some(layout) = self.image {
+            if bytes.len() != layout.len() {
+                return Err(self.fail(format!(
+                    "{what} gave an image of {} bytes, not the {}x{}x{} of its observation space",
+                    bytes.len(),
+                    layout.height,
+                    layout.width,
+                    layout.channels
+                )));
+            }
+            return Ok(to_screen(bytes, layout, self.screen));
+        }
         if bytes.len() != 4 * self.observation_len {
             return Err(self.fail(format!(
                 "{what} gave an observation of {} values, not the {} of its observation space",
@@ -441,16 +474,20 @@ fn action_space(space: &SpaceDescription) -> std::result::Result<ActionSpace, St
     }
 }
 
-/// The observation shape a3g feeds the network: a Box of numbers flattened to one
-/// vector (a 1-D Box as it is), or a Discrete one-hot.
+/// The layout of image observations: a Box of bytes, height x width (x 1, 3 or 4
+/// channels), which host.py sends as bytes.
+fn image_layout(space: &SpaceDescription) -> Option<ImageLayout> {
+    match space {
+        SpaceDescription::Box { shape, dtype, .. } if dtype == "uint8" => ImageLayout::of(shape),
+        _ => None,
+    }
+}
+
+/// The observation shape a3g feeds the MLP: a Box of numbers flattened to one vector
+/// (a 1-D Box as it is), or a Discrete one-hot.
 fn observation_shape(space: &SpaceDescription) -> std::result::Result<Vec<i64>, String> {
     match space {
         SpaceDescription::Discrete { n } if *n >= 1 => Ok(vec![*n]),
-        SpaceDescription::Box { shape, dtype, .. } if shape.len() == 3 && dtype == "uint8" => Err(format!(
-            "its observations are {}x{}x{} images, which a3g does not yet take from outside \
-             environments; a3g takes Box observations of numbers and Discrete ones",
-            shape[0], shape[1], shape[2]
-        )),
         SpaceDescription::Box { shape, .. }
             if !shape.is_empty() && shape.iter().all(|&size| size >= 1) =>
         {
@@ -626,12 +663,13 @@ mod tests {
         };
         assert_eq!(observation_shape(&grid).unwrap(), vec![20], "flattened");
         let image = SpaceDescription::Box {
-            shape: vec![64, 64, 3],
+            shape: vec![64, 48, 3],
             dtype: "uint8".into(),
             low: vec![Some(0.0); 4096],
             high: vec![Some(255.0); 4096],
         };
-        assert!(observation_shape(&image).unwrap_err().contains("64x64x3 images"));
+        assert_eq!(image_layout(&image), Some(ImageLayout { height: 64, width: 48, channels: 3 }));
+        assert_eq!(image_layout(&grid), None, "numbers, not bytes");
     }
 
     /// The fixed palette keeps a colour's top bits.
