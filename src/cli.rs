@@ -131,8 +131,8 @@ pub struct EnvArgs {
     /// The Python that runs outside environments (default: $A3G_PYTHON, else python3).
     #[arg(long, value_name = "PATH", help_heading = "Environment")]
     pub python: Option<String>,
-    /// Seconds an outside environment may take to start or to answer one step or
-    /// reset before it counts as hung and is stopped.
+    /// Seconds an outside environment may take to answer one step or reset before it
+    /// counts as hung and is stopped (its start may take this or 120 s, the longer).
     #[arg(long, default_value_t = 60.0, value_parser = parse_env_timeout, allow_negative_numbers = true, help_heading = "Environment")]
     #[serde(default = "default_env_timeout")]
     pub env_timeout: f64,

@@ -491,7 +491,9 @@ fn a_rank_of_another_world_size_is_refused_at_once() {
     let rank0 = std::thread::spawn(move || lone_rank(0, 2, port, &[]));
     std::thread::sleep(Duration::from_millis(700));
     let (line, took) = lone_rank(1, 3, port, &[]);
-    assert!(took < Duration::from_secs(3), "{took:?}: {line}");
+    // The message, not the time, tells a refusal from the 3 s timeout; the bound only
+    // keeps a loaded machine's start-up in.
+    assert!(took < Duration::from_secs(10), "{took:?}: {line}");
     assert!(
         line.contains("this rank's WORLD_SIZE is 3 and rank 0's") && line.contains("is 2"),
         "{line}"

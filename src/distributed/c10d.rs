@@ -157,6 +157,13 @@ impl Group {
                 .map_err(|err| failed(format!("no thread to join in: {err}"), PEER_ADVICE))?;
             match joined.recv_timeout(timeout) {
                 Ok(Ok(group)) => Ok(group),
+                // c10d's own wait ran out as ours did: the same unfinished join, told
+                // the same way rather than in c10d's words.
+                Ok(Err(reason)) if reason.starts_with("wait timeout") => {
+                    let (reason, advice) =
+                        unfinished_join(launch, timeout, phase.load(Ordering::Acquire));
+                    Err(failed(reason, advice))
+                }
                 Ok(Err(reason)) => Err(failed(reason, PEER_ADVICE)),
                 Err(_) => {
                     // SAFETY: the shim's own bookkeeping, safe from any thread.

@@ -28,6 +28,9 @@ use image::{screen_side, to_screen, ImageLayout};
 
 mod image;
 
+/// The least time a process is given to start and make its environment.
+const STARTUP_TIMEOUT: Duration = Duration::from_secs(120);
+
 /// The Python side, run with `python -c`.
 const HOST: &str = include_str!("host.py");
 
@@ -204,7 +207,13 @@ impl PythonEnv {
             first_seed: Some(seed),
             step_seconds: 1.0 / 30.0,
         };
-        let description = match env.reply("start")? {
+        // Importing Gymnasium and an environment's packages (a physics engine) may take
+        // far longer than a step, on a loaded machine longest: the start has its own,
+        // generous bound, at least `STARTUP_TIMEOUT`.
+        env.timeout = options.timeout.max(STARTUP_TIMEOUT);
+        let started = env.reply("start");
+        env.timeout = options.timeout;
+        let description = match started? {
             Reply::Ok(json) => serde_json::from_slice::<Description>(&json)
                 .map_err(|err| fail(format!("a3g's host described it unreadably ({err})")))?,
             Reply::Raised(traceback) => {
