@@ -10,7 +10,9 @@
 //!   crop rows), classic control, and Gymnasium's
 //!   Box2D tasks (`env/box2d/`, on Box2D 2.3.1, seeded through NumPy's generator in
 //!   `env/numpy_rng.rs`); the simulated ones run under one time limit
-//!   (`env/time_limit.rs`).
+//!   (`env/time_limit.rs`); environments from outside a3g (`env/gym/`: any Gymnasium
+//!   id or a user's class, each in a Python process a3g owns, the Python side in
+//!   `env/gym/host.py`); and those a program registers ([`env::register`]).
 //! - [`envs`]: the `a3g envs` subcommand.
 //! - [`model`]: the actor-critic networks, one file a body (`a3clstm`, `universe`
 //!   with its ELU in [`model::elu`], a CPU kernel of a3g's own, `mlp`), the LSTM cell
@@ -20,8 +22,9 @@
 //!   their way to the shared model; [`shared_optim`]: the shared optimizers;
 //!   [`shared`]: the shared model and the one way threads read and update it.
 //! - [`config`]: the flags of `a3g train` and `a3g eval`, checked once into owned
-//!   settings (environments made by rank, each trainer's own settings); nothing past
-//!   it reads the flags.
+//!   settings (environments made by rank, each trainer's own settings): a pure pass
+//!   over the flags, the model opened through checkpoint/, then the settings that
+//!   follow the network; nothing past it reads the flags.
 //! - [`train`]: `a3g train`, which starts a trainer and the test agent;
 //!   [`trainer`]: the contract every trainer meets (what it starts, reports and
 //!   times) and the one table of trainers; [`supervisor`]: starts, names and joins
@@ -38,7 +41,8 @@
 //!   its methods) and a value of `--trainer`.
 //!   [`test_agent`]: the test agent's thread, which every trainer runs.
 //! - [`checkpoint`]: the checkpoint set (the sidecar with the run's checked settings,
-//!   one open for `train --load` and eval, the previous-set fallback; its atomic
+//!   one open for a fresh run, `train --load`, a rank taking rank 0's record and eval
+//!   in `checkpoint/open.rs`, the previous-set fallback; its atomic
 //!   writer and folder lock in `checkpoint/save.rs`), and beside it
 //!   [`checkpoint::torch_file`], reading PyTorch's `torch.save` state dicts (zip and
 //!   legacy layouts; the unpickler in `torch_file/pickle.rs`).

@@ -399,7 +399,12 @@ fn a_partial_world_fails_within_the_timeout_on_one_line() {
     for rank in ranks {
         let (line, took) = rank.join().unwrap();
         assert!(took < Duration::from_secs(10), "{took:?}: {line}");
-        assert!(line.contains("not all 3 ranks joined within 3 s"), "{line}");
+        // Rank 0 gives up first when it started first, closing the store under rank 1.
+        assert!(
+            line.contains("not all 3 ranks joined within 3 s")
+                || line.contains("closed before all 3 ranks joined"),
+            "{line}"
+        );
     }
 
     let port = free_port();

@@ -1,8 +1,12 @@
 //! What the flags of `a3g train` and `a3g eval` come to once checked: owned, typed
-//! settings made here, once, before any thread starts or any file is touched. Nothing
-//! past this module reads the flags: the environments (one `make(rank)` for workers,
-//! agents, the test agent and eval, seeds derived there), the model, the optimizer
-//! and the loss, each trainer's own settings, and what the monitor watches for.
+//! settings made here, once, before any thread starts. Training's are made in three
+//! steps: [`TrainPlan::new`] checks the flags without reading a file or making an
+//! environment; [`TrainPlan::open_model`] opens the model through
+//! [`checkpoint::open_model`] (the one step that reads and plays); and
+//! [`TrainPlan::into_config`] completes what follows the network. Nothing past this
+//! module reads the flags: the environments (one `make(rank)` for workers, agents, the
+//! test agent and eval, seeds derived there), the model, the optimizer and the loss,
+//! each trainer's own settings, and what the monitor watches for.
 
 use std::path::{Path, PathBuf};
 use std::thread;

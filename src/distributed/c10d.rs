@@ -164,6 +164,23 @@ impl Group {
                         unfinished_join(launch, timeout, phase.load(Ordering::Acquire));
                     Err(failed(reason, advice))
                 }
+                // Rank 0, which serves the store, gave up on the world (or stopped)
+                // while this rank waited in it: its store closed under this rank.
+                Ok(Err(reason))
+                    if reason.starts_with("Failed to recv")
+                        && phase.load(Ordering::Acquire) == PHASE_MEETING_RANKS =>
+                {
+                    let address = format!("{}:{}", launch.store_host, launch.store_port);
+                    Err(failed(
+                        format!(
+                            "the store at {address} closed before all {} ranks joined: rank 0, which serves \
+                             it, stopped or gave up on them after its --sync-timeout",
+                            launch.world_size
+                        ),
+                        "start every rank with the same WORLD_SIZE, MASTER_ADDR and MASTER_PORT, and see \
+                         rank 0's own error",
+                    ))
+                }
                 Ok(Err(reason)) => Err(failed(reason, PEER_ADVICE)),
                 Err(_) => {
                     // SAFETY: the shim's own bookkeeping, safe from any thread.
