@@ -196,7 +196,9 @@ impl RankSync {
             }
             self.sync_model()?;
             if stopping.is_some() {
-                return Ok(());
+                // The last agreement has no next exchange to be checked in.
+                let digests = self.group.all_gather(self.agreed_digest() as i64)?;
+                return check_digests(&digests);
             }
             let steps = self.counters.agent_steps.load(Ordering::Relaxed)
                 + self.peers.agent_steps.load(Ordering::Relaxed);
@@ -206,15 +208,21 @@ impl RankSync {
         }
     }
 
-    /// One gather of each rank's stop code and counters: the first rank stopping, with
-    /// its code, and the other ranks' counters summed into `peers`.
+    /// One gather of each rank's stop code, counters and digest of the weights the
+    /// ranks agreed on at the previous sync: the first rank stopping, with its code, and
+    /// the other ranks' counters summed into `peers`; ranks whose agreed weights differ
+    /// are an error. Checking the last agreement here, rather than in a gather of its
+    /// own, leaves a sync two collectives: this gather and the model's all-reduce.
     fn exchange_stop_and_counters(&mut self, stop: &Stop) -> Result<Option<(usize, i64)>> {
         let own = [&self.counters.agent_steps, &self.counters.env_frames, &self.counters.updates];
         let peers = [&self.peers.agent_steps, &self.peers.env_frames, &self.peers.updates];
         let mine: Vec<u64> = own.iter().map(|count| count.load(Ordering::Relaxed)).collect();
         let mut values = vec![stop_code(stop.reason().as_ref())];
         values.extend(mine.iter().map(|&count| i64::try_from(count).unwrap_or(i64::MAX)));
+        values.push(self.agreed_digest() as i64);
         let gathered = self.group.all_gather_many(&values)?;
+        let digests: Vec<i64> = gathered.iter().map(|rank| rank[1 + own.len()]).collect();
+        check_digests(&digests)?;
         for (index, (peer, &mine)) in peers.iter().zip(&mine).enumerate() {
             let total: u64 = gathered.iter().map(|rank| rank[1 + index].max(0) as u64).sum();
             peer.store(total.saturating_sub(mine), Ordering::Relaxed);
@@ -226,22 +234,14 @@ impl RankSync {
             .map(|(rank, values)| (rank, values[0])))
     }
 
-    /// Merges the ranks' changes to the model, then checks that every rank agreed on the
-    /// same weights (a digest of them, gathered): ranks that drifted apart would each
-    /// go on training a model of its own while the run reported one.
+    /// Merges the ranks' changes to the model. That every rank agreed on the same
+    /// weights is checked at the next exchange (or, at the last sync, right after).
     fn sync_model(&mut self) -> Result<()> {
         self.shared.read_flat(&mut self.current);
         self.point.change_since(&self.current, &mut self.change);
         self.group.all_reduce_sum(&mut self.change)?;
         self.point.agree(&mut self.change, self.share);
         self.shared.add_flat(&self.change);
-        let digests = self.group.all_gather(self.agreed_digest() as i64)?;
-        if let Some(rank) = digests.iter().position(|&digest| digest != digests[0]) {
-            return Err(Error::Training(format!(
-                "rank {rank}'s model differs from rank 0's after a sync; the ranks run different a3g builds \
-                 or libtorch versions, or memory was corrupted: restart every rank with the same a3g"
-            )));
-        }
         Ok(())
     }
 
@@ -250,6 +250,18 @@ impl RankSync {
         self.point.agreed().iter().fold(0xcbf2_9ce4_8422_2325u64, |hash, value| {
             (hash ^ u64::from(value.to_bits())).wrapping_mul(0x0100_0000_01b3)
         })
+    }
+}
+
+/// Refuses to go on when the ranks' digests of their agreed weights differ: ranks
+/// that drifted apart would each train a model of its own while the run reported one.
+fn check_digests(digests: &[i64]) -> Result<()> {
+    match digests.iter().position(|&digest| digest != digests[0]) {
+        Some(rank) => Err(Error::Training(format!(
+            "rank {rank}'s model differs from rank 0's after a sync; the ranks run different a3g builds \
+             or libtorch versions, or memory was corrupted: restart every rank with the same a3g"
+        ))),
+        None => Ok(()),
     }
 }
 
