@@ -5,6 +5,7 @@
 # .deps/mujoco (mujoco's wheel brings the engine; no system packages).
 # Usage: benches/mujoco.sh MINUTES OUT [a3g train flags...]
 #   OUT: a new folder, e.g. bench-runs/hopper-30m (bench-runs/ is ignored by git).
+#   Flags given replace the recipe below (the env and --max-time stay).
 set -euo pipefail
 source "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/../scripts/setup.sh"
 a3g_setup
@@ -23,7 +24,8 @@ cargo build --release --locked --quiet
 mkdir -p "$out"
 flags=(--env "$env" --workers 2 --seed 1 --hidden-size 128 --lr 1e-4 --amsgrad --gamma 0.99
     --tau 0.95 --value-coef 0.4 --entropy-coef 0.001 --reward-clip off --normalize-obs
-    --min-std 0.1 --test-share 0.25 --save-max --max-time "${minutes}m" "$@")
+    --min-std 0.1 --test-share 0.25 --save-max --max-time "${minutes}m")
+[[ $# -eq 0 ]] || flags=(--env "$env" --max-time "${minutes}m" "$@")
 echo "./a3g train ${flags[*]}" >"$out/command.txt"
 target/release/a3g train "${flags[@]}" --save-model-dir "$out/models" --log-dir "$out/logs" \
     --status-interval 60 | tee "$out/train.txt"

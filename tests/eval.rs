@@ -414,6 +414,23 @@ fn shipped_breakout_model_scores_51() {
     }
 }
 
+/// The SpaceInvadersDeterministic-v4 model shipped in trained_models/ (--model
+/// universe, batched trainer) still plays its first two games as when it was shipped
+/// (680 and 1,015 points); Deterministic-v4 has no random no-ops and no sticky actions,
+/// so both seeds README's Results name play the same games.
+#[test]
+fn shipped_spaceinvaders_model_plays_as_shipped() {
+    let scratch = Scratch::new("eval-shipped-spaceinvaders");
+    for seed in ["1", "2"] {
+        let summary = evaluate_shipped(&scratch, "SpaceInvadersDeterministic-v4", "2", seed);
+        assert_eq!(
+            summary["rewards"],
+            serde_json::json!([680.0, 1015.0]),
+            "seed {seed}: {summary}"
+        );
+    }
+}
+
 /// The Pendulum-v1 model shipped in trained_models/ still plays as README's Results
 /// row says: evaluated as there (100 games, seed 1) it scored -218.89 ± 161.26. The
 /// bound is that mean less two standard errors of a 100-game mean (161 / √100 ≈ 16),
