@@ -165,6 +165,8 @@ fn a_killed_rank_stops_the_other() {
         (0..2).map(|rank| start_rank(&scratches[rank], rank, port, &args)).collect();
     let mut rank0_out = Lines::stdout(&mut ranks[0]);
     let rank0_err = Lines::stderr(&mut ranks[0]);
+    // Read, or rank 1's status lines could fill its pipe and stop it.
+    let _rank1_out = Lines::stdout(&mut ranks[1]);
     // A test game is logged once rank 0's test agent has played with synced weights.
     rank0_out.wait_for("Time ");
     let sidecar = scratches[0].path("trained_models/CartPole-v1.json");
@@ -585,6 +587,8 @@ fn every_rank_resumes_with_one_command() {
     let mut ranks: Vec<Child> =
         (0..2).map(|rank| start_rank(&scratches[rank], rank, port, &args)).collect();
     let errors: Vec<Lines> = ranks.iter_mut().map(Lines::stderr).collect();
+    // Read, or a pipe full of test games' lines would stop the rank writing them.
+    let _outputs: Vec<Lines> = ranks.iter_mut().map(Lines::stdout).collect();
     let statuses: Vec<_> = ranks
         .iter_mut()
         .map(|child| wait_within(child, Duration::from_secs(90), "a rank"))
