@@ -13,13 +13,9 @@ cd "$A3G_ROOT"
 [[ $# -ge 2 ]] || a3g_fail "usage: benches/mujoco.sh MINUTES OUT [a3g train flags...]"
 minutes=$1 out=$2; shift 2
 env=${ENV:-gym:Hopper-v5}
-dir="$A3G_DEPS/mujoco"
-if [[ ! -e $dir/.a3g-mujoco-1.2.2 ]]; then
-    a3g_say "installing gymnasium[mujoco] 1.2.2 into $dir (about 60 MB)"
-    a3g_pip_install "$dir" "gymnasium[mujoco]==1.2.2"
-    touch "$dir/.a3g-mujoco-1.2.2"
-fi
-export PYTHONPATH="$dir${PYTHONPATH:+:$PYTHONPATH}"
+a3g_ensure_python_package mujoco 1.2.2 "gymnasium[mujoco]==1.2.2" \
+    "which this benchmark's environment runs on" "about 60 MB"
+export PYTHONPATH="$A3G_DEPS/mujoco${PYTHONPATH:+:$PYTHONPATH}"
 cargo build --release --locked --quiet
 mkdir -p "$out"
 flags=(--env "$env" --workers 2 --seed 1 --hidden-size 128 --lr 1e-4 --amsgrad --gamma 0.99

@@ -70,17 +70,26 @@ a3g_ensure_cmake() {
     export PATH="$cmake_dir/cmake/data/bin:$PATH"
 }
 
+# A Python package pinned to a version, installed once into .deps/NAME (marked done
+# for that version): a3g_ensure_python_package NAME VERSION REQUIREMENT WHY SIZE.
+a3g_ensure_python_package() {
+    local name=$1 version=$2 requirement=$3 why=$4 size=$5
+    local dir="$A3G_DEPS/$name"
+    if [[ ! -e $dir/.a3g-$name-$version ]]; then
+        a3g_say "installing Python's $requirement, $why"
+        a3g_say "  into $dir ($size)"
+        a3g_pip_install "$dir" "$requirement"
+        touch "$dir/.a3g-$name-$version"
+    fi
+}
+
 # Python's tensorboard package, for the test that reads a3g's event files back the way
 # TensorBoard itself does. scripts/test installs it; ./a3g does not need it.
 A3G_TENSORBOARD_VERSION=2.21.0
 a3g_ensure_tensorboard_reader() {
-    local dir="$A3G_DEPS/tensorboard"
-    if [[ ! -e $dir/.a3g-tensorboard-$A3G_TENSORBOARD_VERSION ]]; then
-        a3g_say "installing Python's tensorboard $A3G_TENSORBOARD_VERSION, which a test reads event files back with"
-        a3g_say "  into $dir (about 30 MB, under a minute)"
-        a3g_pip_install "$dir" "tensorboard==$A3G_TENSORBOARD_VERSION"
-        touch "$dir/.a3g-tensorboard-$A3G_TENSORBOARD_VERSION"
-    fi
+    a3g_ensure_python_package tensorboard "$A3G_TENSORBOARD_VERSION" \
+        "tensorboard==$A3G_TENSORBOARD_VERSION" "which a test reads event files back with" \
+        "about 30 MB, under a minute"
 }
 
 # Gymnasium, for the tests of environments from outside a3g (`--env gym:<id>`, a
@@ -88,13 +97,9 @@ a3g_ensure_tensorboard_reader() {
 # installs it; ./a3g does not need it (a user's own Python brings its Gymnasium).
 A3G_GYMNASIUM_VERSION=1.2.2
 a3g_ensure_gymnasium() {
-    local dir="$A3G_DEPS/gymnasium"
-    if [[ ! -e $dir/.a3g-gymnasium-$A3G_GYMNASIUM_VERSION ]]; then
-        a3g_say "installing Python's gymnasium $A3G_GYMNASIUM_VERSION, which the tests of outside environments run"
-        a3g_say "  into $dir (about 20 MB with numpy, under a minute)"
-        a3g_pip_install "$dir" "gymnasium==$A3G_GYMNASIUM_VERSION"
-        touch "$dir/.a3g-gymnasium-$A3G_GYMNASIUM_VERSION"
-    fi
+    a3g_ensure_python_package gymnasium "$A3G_GYMNASIUM_VERSION" \
+        "gymnasium==$A3G_GYMNASIUM_VERSION" "which the tests of outside environments run" \
+        "about 20 MB with numpy, under a minute"
 }
 
 # An optional part of the set-up, which a3g builds without: `fetch` (a function) fills

@@ -189,6 +189,21 @@ fn a_killed_rank_stops_the_other() {
     assert!(eval.status.success(), "{}", eval.stderr);
 }
 
+/// PyTorch's launcher (the torch the set-up installed), in `scratch`'s folder, starting
+/// two ranks of a3g with `train` on 127.0.0.1, `launcher` flags added to its own.
+fn torchrun(scratch: &Scratch, launcher: &[&str], train: &[String]) -> Command {
+    let mut command = Command::new("python3");
+    command
+        .args(["-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2"])
+        .args(launcher)
+        .args(["--local-addr", "127.0.0.1", "--no-python", env!("CARGO_BIN_EXE_a3g")])
+        .args(train)
+        .current_dir(scratch.path(""))
+        .env("PYTHONPATH", pytorch_path())
+        .env_remove("RUST_BACKTRACE");
+    command
+}
+
 /// PyTorch's own launcher starts the ranks: `torch.distributed.run --standalone` (the
 /// torch the set-up installed) with a3g as the program, its agent serving the store
 /// on 127.0.0.1, and the two ranks train to --max-steps.
@@ -197,22 +212,7 @@ fn a_killed_rank_stops_the_other() {
 fn torchrun_launches_the_ranks() {
     let scratch = Scratch::new("torchrun");
     let train = small_cartpole(&["--max-steps", "2000", "--sync-interval", "0.2"]);
-    let output = Command::new("python3")
-        .args([
-            "-m",
-            "torch.distributed.run",
-            "--standalone",
-            "--nproc-per-node",
-            "2",
-            "--local-addr",
-            "127.0.0.1",
-            "--no-python",
-            env!("CARGO_BIN_EXE_a3g"),
-        ])
-        .args(&train)
-        .current_dir(scratch.path(""))
-        .env("PYTHONPATH", pytorch_path())
-        .env_remove("RUST_BACKTRACE")
+    let output = torchrun(&scratch, &[], &train)
         .output()
         .unwrap_or_else(|error| panic!("cannot run python3 ({error}); this test needs Python 3"));
     let (stdout, stderr) =
@@ -243,24 +243,7 @@ fn torchrun_restarts_a_killed_rank_and_the_world_resumes() {
         "--save-interval",
         "0",
     ]);
-    let mut torchrun = Command::new("python3")
-        .args([
-            "-m",
-            "torch.distributed.run",
-            "--standalone",
-            "--nproc-per-node",
-            "2",
-            "--max-restarts",
-            "1",
-            "--local-addr",
-            "127.0.0.1",
-            "--no-python",
-            env!("CARGO_BIN_EXE_a3g"),
-        ])
-        .args(&train)
-        .current_dir(scratch.path(""))
-        .env("PYTHONPATH", pytorch_path())
-        .env_remove("RUST_BACKTRACE")
+    let mut torchrun = torchrun(&scratch, &["--max-restarts", "1"], &train)
         // Files, not pipes: a pipe nobody reads meanwhile would fill and stop the ranks.
         .stdout(std::fs::File::create(scratch.path("stdout.txt")).unwrap())
         .stderr(std::fs::File::create(scratch.path("stderr.txt")).unwrap())

@@ -375,9 +375,8 @@ impl<'a> TrainPlan<'a> {
     /// environment (the one the model was opened with, remade when the test agent's
     /// rank is not the one it was made for).
     pub fn into_config(self, model: OpenedModel) -> Result<(TrainConfig, Box<dyn Env>)> {
+        let (provisional_rank, leads) = (self.provisional_rank(), self.leads());
         let TrainPlan { args, mut env, devices, cores, launch, .. } = self;
-        let provisional_rank = args.workers.unwrap_or(cores);
-        let leads = launch.as_ref().is_none_or(|launch| launch.rank == 0);
         let OpenedModel { spec, env: mut test_env, resume, lacks_input_norm, .. } = model;
         // With --resume auto, rank 0 resumes when the save folder held a checkpoint.
         let resumed_own = args.resume.is_some() && resume.is_some();
