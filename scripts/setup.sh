@@ -71,14 +71,17 @@ a3g_ensure_cmake() {
 }
 
 # A Python package pinned to a version, installed once into .deps/NAME (marked done
-# for that version): a3g_ensure_python_package NAME VERSION REQUIREMENT WHY SIZE.
+# for that version): a3g_ensure_python_package NAME VERSION REQUIREMENTS WHY SIZE, where
+# REQUIREMENTS is pip's arguments separated by spaces ("--no-deps a==1 b==2").
 a3g_ensure_python_package() {
     local name=$1 version=$2 requirement=$3 why=$4 size=$5
+    local -a pip_arguments
+    read -ra pip_arguments <<<"$requirement"
     local dir="$A3G_DEPS/$name"
     if [[ ! -e $dir/.a3g-$name-$version ]]; then
         a3g_say "installing Python's $requirement, $why"
         a3g_say "  into $dir ($size)"
-        a3g_pip_install "$dir" "$requirement"
+        a3g_pip_install "$dir" "${pip_arguments[@]}"
         touch "$dir/.a3g-$name-$version"
     fi
 }
@@ -100,6 +103,16 @@ a3g_ensure_gymnasium() {
     a3g_ensure_python_package gymnasium "$A3G_GYMNASIUM_VERSION" \
         "gymnasium==$A3G_GYMNASIUM_VERSION" "which the tests of outside environments run" \
         "about 20 MB with numpy, under a minute"
+}
+
+# MiniGrid, the third-party package of Gymnasium environments that the tests name with
+# --env-import, with the pygame it imports; without their dependencies, which
+# .deps/gymnasium already holds.
+A3G_MINIGRID_VERSION=3.0.0
+a3g_ensure_minigrid() {
+    a3g_ensure_python_package minigrid "$A3G_MINIGRID_VERSION" \
+        "--no-deps minigrid==$A3G_MINIGRID_VERSION pygame==2.6.1" \
+        "a package of environments from outside Gymnasium the tests train" "about 40 MB, under a minute"
 }
 
 # An optional part of the set-up, which a3g builds without: `fetch` (a function) fills

@@ -124,6 +124,12 @@ pub struct EnvArgs {
     #[arg(long = "env-import", value_name = "MODULE", help_heading = "Environment")]
     #[serde(default)]
     pub env_imports: Vec<String>,
+    /// A wrapper class, `module:Class` or `file.py:Class`, put around an outside
+    /// environment once it is made (for example
+    /// minigrid.wrappers:ImgObsWrapper); given more than once, applied in order.
+    #[arg(long = "env-wrapper", value_name = "MODULE:CLASS", help_heading = "Environment")]
+    #[serde(default)]
+    pub env_wrappers: Vec<String>,
     /// Keyword arguments for an outside environment, as a JSON object: passed to
     /// gymnasium.make or to the class (for example '{"size": 8}').
     #[arg(long, value_name = "JSON", help_heading = "Environment")]
@@ -164,10 +170,13 @@ impl EnvArgs {
             },
         };
         let outside = crate::env::gym::Target::parse(&self.env).is_some();
-        if !outside && (self.env_kwargs.is_some() || !self.env_imports.is_empty()) {
+        let outside_flags_given = self.env_kwargs.is_some()
+            || !self.env_imports.is_empty()
+            || !self.env_wrappers.is_empty();
+        if !outside && outside_flags_given {
             return Err(Error::BadArguments(format!(
-                "--env-kwargs and --env-import are for environments from outside a3g (gym:<id>, \
-                 <file.py>:<Class>); {} is built in: leave them out",
+                "--env-kwargs, --env-import and --env-wrapper are for environments from outside a3g \
+                 (gym:<id>, <file.py>:<Class>); {} is built in: leave them out",
                 self.env
             )));
         }
@@ -185,6 +194,7 @@ impl EnvArgs {
             python: PythonOptions {
                 python,
                 imports: self.env_imports.clone(),
+                wrappers: self.env_wrappers.clone(),
                 kwargs,
                 timeout: Duration::from_secs_f64(self.env_timeout),
                 render: false,

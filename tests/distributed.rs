@@ -8,8 +8,8 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::util::{
-    assert_one_line_error, cartpole, edit_sidecar, pytorch_path, saved_agent_steps, sidecar_json,
-    signal, small_cartpole, Lines, Scratch,
+    assert_no_env_host_left, assert_one_line_error, cartpole, edit_sidecar, gymnasium_vars,
+    pytorch_path, saved_agent_steps, sidecar_json, signal, small_cartpole, Lines, Scratch,
 };
 
 /// A port free on 127.0.0.1 a moment ago.
@@ -28,16 +28,20 @@ fn launched_as(rank: usize, port: u16) -> Vec<(&'static str, String)> {
     ]
 }
 
-fn start_rank(scratch: &Scratch, rank: usize, port: u16, args: &[String]) -> Child {
-    Command::new(env!("CARGO_BIN_EXE_a3g"))
+fn rank_command(scratch: &Scratch, rank: usize, port: u16, args: &[String]) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_a3g"));
+    command
         .args(args)
         .current_dir(scratch.path(""))
         .env_remove("RUST_BACKTRACE")
         .envs(launched_as(rank, port))
         .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start the a3g binary")
+        .stderr(Stdio::piped());
+    command
+}
+
+fn start_rank(scratch: &Scratch, rank: usize, port: u16, args: &[String]) -> Child {
+    rank_command(scratch, rank, port, args).spawn().expect("start the a3g binary")
 }
 
 /// Waits up to `limit` for `child` to end; kills it and panics past that.
@@ -97,6 +101,52 @@ fn two_ranks_train_one_model() {
     assert!(scratches[0].path("logs/CartPole-v1_log").exists());
     assert!(!scratches[1].path("trained_models").exists(), "rank 1 wrote a checkpoint");
     assert!(!scratches[1].path("logs").exists(), "rank 1 wrote a game log");
+}
+
+/// Two ranks train an environment from outside a3g, each with its own Python
+/// processes for its environments, and leave none of them behind.
+#[test]
+#[cfg_attr(not(a3g_c10d), ignore = "this build has no c10d (no gloo headers at set-up)")]
+fn two_ranks_train_an_outside_environment() {
+    let scratches = [Scratch::new("gym-rank0"), Scratch::new("gym-rank1")];
+    let port = free_port();
+    let args: Vec<String> = [
+        "train",
+        "--env",
+        "gym:CartPole-v1",
+        "--workers",
+        "1",
+        "--hidden-size",
+        "16",
+        "--max-steps",
+        "3000",
+        "--sync-interval",
+        "0.2",
+        "--sync-timeout",
+        "30",
+    ]
+    .map(String::from)
+    .to_vec();
+    let mut ranks: Vec<Child> = (0..2)
+        .map(|rank| {
+            rank_command(&scratches[rank], rank, port, &args)
+                .envs(gymnasium_vars())
+                .spawn()
+                .expect("start the a3g binary")
+        })
+        .collect();
+    let outputs: Vec<(Lines, Lines)> =
+        ranks.iter_mut().map(|child| (Lines::stdout(child), Lines::stderr(child))).collect();
+    let statuses: Vec<_> = ranks
+        .iter_mut()
+        .map(|child| wait_within(child, Duration::from_secs(120), "a rank"))
+        .collect();
+    for (status, (stdout, stderr)) in statuses.iter().zip(outputs) {
+        assert!(status.success(), "{}\n{}", stdout.all(), stderr.all());
+    }
+    let saved = saved_agent_steps(&scratches[0].path("trained_models/gym:CartPole-v1.json"));
+    assert!(saved >= 3000, "{saved}");
+    scratches.iter().for_each(assert_no_env_host_left);
 }
 
 /// A rank started with another learning rate, --sync-merge, --trainer or

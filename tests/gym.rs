@@ -3,9 +3,8 @@
 //! Gymnasium that scripts/test installs into .deps/gymnasium.
 
 use std::path::Path;
-use std::time::{Duration, Instant};
 
-use crate::util::{assert_one_line_error, sidecar_json, Scratch};
+use crate::util::{assert_no_env_host_left, assert_one_line_error, sidecar_json, Scratch};
 
 /// A user's environment: observations of `size` values, two actions, a reward of 1 a
 /// step; `fail` makes step `after` raise, crash, exit, hang, or print to stdout (which
@@ -72,6 +71,16 @@ class Mapping(Corridor):
     def __init__(self):
         super().__init__()
         self.observation_space = gym.spaces.Dict({"a": gym.spaces.Discrete(2)})
+
+class OldGym(Corridor):
+    """Gym's API before 0.26: reset() takes no seed and returns the observation alone."""
+
+    def reset(self):
+        return super().reset()[0]
+
+    def step(self, action):
+        observation, reward, terminated, _, info = super().step(action)
+        return observation, reward, terminated, info
 "#;
 
 fn train_user_env(scratch: &Scratch, kwargs: &str, extra: &[&str]) -> crate::util::Run {
@@ -92,27 +101,6 @@ fn train_user_env(scratch: &Scratch, kwargs: &str, extra: &[&str]) -> crate::uti
     ]
     .concat();
     scratch.a3g_gym(&args)
-}
-
-/// No process of a3g's outside environments is left running for this scratch folder:
-/// every host's command line names the environment's file, inside the folder.
-fn assert_no_host_left(scratch: &Scratch) {
-    let marker = scratch.path("corridor.py").to_string_lossy().into_owned();
-    let deadline = Instant::now() + Duration::from_secs(5);
-    loop {
-        let left: Vec<String> = std::fs::read_dir("/proc")
-            .unwrap()
-            .flatten()
-            .filter_map(|entry| std::fs::read(entry.path().join("cmdline")).ok())
-            .map(|cmdline| String::from_utf8_lossy(&cmdline).replace('\0', " "))
-            .filter(|cmdline| cmdline.contains(&marker) && cmdline.contains("a3g's host"))
-            .collect();
-        if left.is_empty() {
-            return;
-        }
-        assert!(Instant::now() < deadline, "environment processes left behind: {left:?}");
-        std::thread::sleep(Duration::from_millis(100));
-    }
 }
 
 /// Gymnasium's own CartPole-v1 trains through the bridge, is saved under its id, and
@@ -173,7 +161,7 @@ fn a_users_class_is_made_again_as_it_was_trained() {
     let run = scratch.a3g_gym(&["eval", "--env", env, "--env-kwargs", r#"{"size": 7}"#]);
     let line = assert_one_line_error(&run);
     assert!(line.contains(r#"{"size":7}"#) && line.contains(r#"{"size":5}"#), "{line}");
-    assert_no_host_left(&scratch);
+    assert_no_env_host_left(&scratch);
 }
 
 /// Image observations go to the convolutional networks: a user's class that shows a
@@ -227,18 +215,19 @@ fn a_failing_environment_ends_the_run_on_one_line() {
         assert!(
             Path::new(&scratch.path("trained_models/corridor.py:Corridor.safetensors")).is_file()
         );
-        assert_no_host_left(&scratch);
+        assert_no_env_host_left(&scratch);
     }
 }
 
-/// What a3g cannot play or start is refused before training, on one line: a space it
-/// has no network for (naming it), kwargs that are not a JSON object, kwargs for a
-/// built-in id, a Python that does not exist, and a class that is not there.
+/// What a3g cannot play or start is refused on one line: a space it has no network for
+/// (naming it), kwargs that are not a JSON object, kwargs for a built-in id, a Python
+/// that does not exist, a class that is not there, kwargs the class does not take, and
+/// old Gym's API (with what to do about it).
 #[test]
 fn what_the_bridge_cannot_play_is_refused_on_one_line() {
     let scratch = Scratch::new("gym-refused");
     scratch.write("corridor.py", USER_ENV);
-    let cases: [(&[&str], &str); 5] = [
+    let cases: [(&[&str], &str); 7] = [
         (&["--env", "corridor.py:Mapping"], "its observation space Dict"),
         (&["--env", "corridor.py:Corridor", "--env-kwargs", "[1]"], "is not a JSON object"),
         (&["--env", "CartPole-v1", "--env-kwargs", "{}"], "CartPole-v1 is built in"),
@@ -250,10 +239,60 @@ fn what_the_bridge_cannot_play_is_refused_on_one_line() {
             &["--env", "corridor.py:Nowhere"],
             "raised AttributeError: corridor.py has no Nowhere while being made",
         ),
+        (
+            &["--env", "corridor.py:Corridor", "--env-kwargs", r#"{"colour": 1}"#],
+            "got an unexpected keyword argument 'colour' while being made",
+        ),
+        (&["--env", "corridor.py:OldGym"], "as in old Gym; a3g plays Gymnasium's API"),
     ];
     for (flags, expected) in cases {
         let run = scratch.a3g_gym(&[&["train", "--max-steps", "100"][..], flags].concat());
         let line = assert_one_line_error(&run);
         assert!(line.contains(expected), "{flags:?}: {line}");
     }
+}
+
+/// A package of environments outside Gymnasium, imported to register its ids: MiniGrid's
+/// Dict observations are refused, pointing at --env-wrapper; with its own wrapper and
+/// Gymnasium's FlattenObservation it trains, the sidecar records both and the import,
+/// and `eval` makes it again from them and refuses other wrappers.
+#[test]
+fn a_package_outside_gymnasium_trains_through_its_wrappers() {
+    let scratch = Scratch::new("gym-minigrid");
+    let env = "gym:MiniGrid-Empty-5x5-v0";
+    let made = ["--env", env, "--env-import", "minigrid"];
+    let run = scratch.a3g_gym(&[&["train", "--max-steps", "100"][..], &made].concat());
+    let line = assert_one_line_error(&run);
+    assert!(
+        line.contains("its observation space Dict") && line.contains("--env-wrapper"),
+        "{line}"
+    );
+
+    let wrappers = [
+        "--env-wrapper",
+        "minigrid.wrappers:ImgObsWrapper",
+        "--env-wrapper",
+        "gymnasium.wrappers:FlattenObservation",
+    ];
+    let small = ["--workers", "1", "--hidden-size", "16", "--max-steps", "1000"];
+    let run = scratch.a3g_gym(&[&["train"][..], &made, &wrappers, &small].concat());
+    assert!(run.status.success(), "{}", run.stderr);
+    let made_with = &sidecar_json(&scratch, env)["trained_with"]["outside_env"];
+    assert_eq!(made_with["imports"], serde_json::json!(["minigrid"]));
+    assert_eq!(
+        made_with["wrappers"],
+        serde_json::json!([
+            "minigrid.wrappers:ImgObsWrapper",
+            "gymnasium.wrappers:FlattenObservation"
+        ])
+    );
+    let run = scratch.a3g_gym(&["eval", "--env", env, "--num-episodes", "2"]);
+    assert!(run.status.success(), "{}", run.stderr);
+    assert!(run.stdout.contains("2 episodes: reward mean"), "{}", run.stdout);
+
+    let one_wrapper = ["--env-wrapper", "minigrid.wrappers:FlatObsWrapper"];
+    let run = scratch.a3g_gym(&[&["eval", "--env", env][..], &made[2..], &one_wrapper].concat());
+    let line = assert_one_line_error(&run);
+    assert!(line.contains("FlatObsWrapper") && line.contains("ImgObsWrapper"), "{line}");
+    assert_no_env_host_left(&scratch);
 }

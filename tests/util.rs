@@ -233,15 +233,49 @@ pub fn pytorch_path() -> std::ffi::OsString {
 }
 
 /// The environment for an a3g whose outside environments need Gymnasium: python3 finds
-/// the package that scripts/test installs into .deps/gymnasium.
+/// the packages that scripts/test installs into .deps/gymnasium and .deps/minigrid.
 pub fn gymnasium_vars() -> Vec<(&'static str, String)> {
-    let gymnasium = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(".deps/gymnasium");
-    assert!(
-        gymnasium.join("gymnasium").is_dir(),
-        "Gymnasium is missing from {}; ./scripts/test installs it",
-        gymnasium.display()
-    );
-    vec![("PYTHONPATH", gymnasium.to_string_lossy().into_owned())]
+    let deps = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(".deps");
+    let packages = [("gymnasium", "gymnasium"), ("minigrid", "minigrid")];
+    for (folder, package) in packages {
+        assert!(
+            deps.join(folder).join(package).is_dir(),
+            "{package} is missing from {}; ./scripts/test installs it",
+            deps.join(folder).display()
+        );
+    }
+    let path = std::env::join_paths(packages.iter().map(|(folder, _)| deps.join(folder)))
+        .expect("folders without ':'");
+    vec![("PYTHONPATH", path.to_string_lossy().into_owned())]
+}
+
+/// No process of a3g's outside environments is left running in this scratch folder
+/// (each host runs where the a3g that started it ran), within a few seconds of
+/// the run's end.
+pub fn assert_no_env_host_left(scratch: &Scratch) {
+    let folder = std::fs::canonicalize(scratch.path("")).expect("the scratch folder");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    loop {
+        let left: Vec<String> = std::fs::read_dir("/proc")
+            .unwrap()
+            .flatten()
+            .filter(|entry| {
+                std::fs::read_link(entry.path().join("cwd"))
+                    .is_ok_and(|cwd| cwd.starts_with(&folder))
+            })
+            .filter_map(|entry| std::fs::read(entry.path().join("cmdline")).ok())
+            .map(|cmdline| String::from_utf8_lossy(&cmdline).replace('\0', " "))
+            .filter(|cmdline| cmdline.contains("a3g's host"))
+            .collect();
+        if left.is_empty() {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "environment processes left behind: {left:?}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
 }
 
 impl Scratch {

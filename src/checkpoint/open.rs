@@ -3,7 +3,9 @@
 //! and a checkpoint's files to a checked spec and the environment made for it.
 //!
 //! The environment is made first, so that an unknown id is reported as such rather
-//! than as a missing checkpoint; the checkpoint is read next; the environment is
+//! than as a missing checkpoint (but for an environment from outside a3g whose flags
+//! leave how to make it to the checkpoint: its recorded imports may be what registers
+//! the id); the checkpoint is read next; the environment is
 //! remade only when the model was trained on other screens or crop rows than the
 //! flags imply; and the spec is built for that environment with the checkpoint's
 //! sizes, the tensors' shapes checked before any model exists (the shapes a damaged
@@ -28,6 +30,15 @@ use crate::model::{parameter_shapes, Body, Head, ModelRequest, ModelSpec, MIN_ST
 pub trait ModelEnvironments {
     /// The environment, as described so far.
     fn make(&mut self) -> Result<Box<dyn Env>>;
+
+    /// The id of the environment, which names the checkpoint.
+    fn id(&self) -> &str;
+
+    /// Whether the environment cannot be made as described before the model's record
+    /// is read: one from outside a3g, made as its checkpoint records when the flags
+    /// say nothing of how (its imports may register the id, its wrappers give its
+    /// spaces).
+    fn made_as_recorded(&self) -> bool;
 
     /// Switches to the environments the model was trained on: Atari screens prepared
     /// as `screen`, and the crop rows `trained` records. Returns whether they differ
@@ -87,12 +98,15 @@ pub fn open_model(
     request: &ModelRequest,
     envs: &mut dyn ModelEnvironments,
 ) -> Result<OpenedModel> {
-    let mut env = envs.make()?;
-    request.check_fits(env.as_ref())?;
-    let env_id = env.id().to_string();
+    let made_first = !envs.made_as_recorded() || matches!(source, ModelSource::Fresh);
+    let mut env = if made_first { Some(envs.make()?) } else { None };
+    if let Some(env) = &env {
+        request.check_fits(env.as_ref())?;
+    }
+    let env_id = envs.id().to_string();
     let (mut resume, mut played) = (None, None);
     let spec = match source {
-        ModelSource::Fresh => request.fresh_spec(env.as_ref()),
+        ModelSource::Fresh => request.fresh_spec(made(&mut env, envs, false)?),
         ModelSource::Resume(dir) => {
             let checkpoint = load(dir, &env_id)?;
             checkpoint.sidecar.check_env(&checkpoint.files.sidecar, &env_id)?;
@@ -112,9 +126,8 @@ pub fn open_model(
             let model = read_played_model(dir, &env_id)?;
             let trained =
                 model.sidecar.as_ref().and_then(|(sidecar, _)| sidecar.trained_with.as_ref());
-            if envs.adopt(implied_screen(&model.tensors), trained)? {
-                env = envs.make()?;
-            }
+            let differs = envs.adopt(implied_screen(&model.tensors), trained)?;
+            let env = made(&mut env, envs, differs)?;
             let tensors = TensorsToCheck {
                 path: &model.path,
                 tensors: &model.tensors,
@@ -122,15 +135,32 @@ pub fn open_model(
             };
             let recorded = model.sidecar.as_ref().map(|(sidecar, path)| (sidecar, path.as_path()));
             let dimensions = implied_architecture(&model.path, &model.tensors)?;
-            let spec = checked_spec(env.as_ref(), dimensions, Some(tensors), recorded)?;
+            let spec = checked_spec(env, dimensions, Some(tensors), recorded)?;
             played = Some(model);
             spec
         }
     };
+    let env = env.expect("every source makes the environment");
+    if !made_first {
+        request.check_fits(env.as_ref())?;
+    }
     let lacks_input_norm = request.normalize_obs
         && matches!(spec.body, Body::Mlp { input_norm: None, .. })
         && matches!(source, ModelSource::Fresh);
     Ok(OpenedModel { spec, env, resume, played, lacks_input_norm })
+}
+
+/// The environment, made now if it is not yet or if the model's record made it
+/// `differ` from the one made before.
+fn made<'e>(
+    env: &'e mut Option<Box<dyn Env>>,
+    envs: &mut dyn ModelEnvironments,
+    differs: bool,
+) -> Result<&'e dyn Env> {
+    if differs || env.is_none() {
+        *env = Some(envs.make()?);
+    }
+    Ok(env.as_deref().expect("made just above"))
 }
 
 /// The spec of a resumed model, whose sidecar `record` (at `record_path`) describes
@@ -139,17 +169,15 @@ pub fn open_model(
 fn resumed_spec(
     request: &ModelRequest,
     envs: &mut dyn ModelEnvironments,
-    env: &mut Box<dyn Env>,
+    env: &mut Option<Box<dyn Env>>,
     record: &Sidecar,
     record_path: &Path,
     tensors: Option<TensorsToCheck>,
 ) -> Result<ModelSpec> {
     let screen = resumed_screen(request, record)?;
     let dimensions = resumed_dimensions(request, record)?;
-    if envs.adopt(screen, record.trained_with.as_ref())? {
-        *env = envs.make()?;
-    }
-    checked_spec(env.as_ref(), dimensions, tensors, Some((record, record_path)))
+    let differs = envs.adopt(screen, record.trained_with.as_ref())?;
+    checked_spec(made(env, envs, differs)?, dimensions, tensors, Some((record, record_path)))
 }
 
 /// A checkpoint's tensors, for [`checked_spec`] to check against the model they imply.

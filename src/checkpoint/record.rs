@@ -29,8 +29,8 @@ pub struct TrainedWith {
     pub shared_optimizer: bool,
     pub loss: LossConfig,
     pub rewards: RewardShaping,
-    /// How an environment from outside a3g was made: `--env-kwargs` and
-    /// `--env-import`, which `--load` and eval make it with again.
+    /// How an environment from outside a3g was made: `--env-kwargs`, `--env-import`
+    /// and `--env-wrapper`, which `--load` and eval make it with again.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub outside_env: Option<OutsideEnv>,
 }
@@ -42,6 +42,19 @@ pub struct OutsideEnv {
     pub kwargs: serde_json::Map<String, serde_json::Value>,
     #[serde(default)]
     pub imports: Vec<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub wrappers: Vec<String>,
+}
+
+impl OutsideEnv {
+    /// These settings as the flags that give them, for messages.
+    pub fn as_flags(&self) -> String {
+        let mut flags =
+            vec![format!("--env-kwargs '{}'", serde_json::Value::Object(self.kwargs.clone()))];
+        flags.extend(self.imports.iter().map(|module| format!("--env-import {module}")));
+        flags.extend(self.wrappers.iter().map(|wrapper| format!("--env-wrapper {wrapper}")));
+        flags.join(" ")
+    }
 }
 
 /// The trainer a run uses, with its own settings, which its folder makes from its

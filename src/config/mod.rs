@@ -110,20 +110,21 @@ impl EnvConfig {
             EnvConfig { options: EnvOptions { screen, ..self.options.clone() }, ..self.clone() };
         if let Some(recorded) = trained.and_then(|trained| trained.outside_env.as_ref()) {
             let python = &mut env.options.python;
-            let asked =
-                OutsideEnv { kwargs: python.kwargs.clone(), imports: python.imports.clone() };
+            let asked = OutsideEnv {
+                kwargs: python.kwargs.clone(),
+                imports: python.imports.clone(),
+                wrappers: python.wrappers.clone(),
+            };
             if asked == OutsideEnv::default() {
                 python.kwargs = recorded.kwargs.clone();
                 python.imports = recorded.imports.clone();
+                python.wrappers = recorded.wrappers.clone();
             } else if asked != *recorded {
                 return Err(Error::BadArguments(format!(
-                    "--env-kwargs {} and --env-import {:?} are not what the model was trained with \
-                     (--env-kwargs {} --env-import {:?}); leave them out to make {} as it was",
-                    serde_json::Value::Object(asked.kwargs),
-                    asked.imports,
-                    serde_json::Value::Object(recorded.kwargs.clone()),
-                    recorded.imports,
-                    self.id
+                    "{} is not how the model's {} was made ({}); leave these flags out to make it as it was",
+                    asked.as_flags(),
+                    self.id,
+                    recorded.as_flags(),
                 )));
             }
         }
@@ -148,6 +149,7 @@ impl EnvConfig {
         crate::env::gym::Target::parse(&self.id).map(|_| OutsideEnv {
             kwargs: self.options.python.kwargs.clone(),
             imports: self.options.python.imports.clone(),
+            wrappers: self.options.python.wrappers.clone(),
         })
     }
 }
@@ -513,6 +515,14 @@ struct EnvsOfRank<'a> {
 impl ModelEnvironments for EnvsOfRank<'_> {
     fn make(&mut self) -> Result<Box<dyn Env>> {
         self.env.make(self.rank)
+    }
+
+    fn id(&self) -> &str {
+        &self.env.id
+    }
+
+    fn made_as_recorded(&self) -> bool {
+        self.env.outside_env().is_some_and(|made_with| made_with == OutsideEnv::default())
     }
 
     fn adopt(&mut self, screen: Screen, trained: Option<&TrainedWith>) -> Result<bool> {

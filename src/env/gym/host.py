@@ -60,11 +60,14 @@ def load_class(target):
     """`file.py:Class` or `module:Class`."""
     where, _, name = target.rpartition(":")
     if where.endswith(".py"):
-        spec = importlib.util.spec_from_file_location("a3g_user_env", where)
+        # One module name per file, so that an environment and a wrapper from two
+        # files do not replace each other.
+        module_name = f"a3g_user_file_{len(sys.modules)}"
+        spec = importlib.util.spec_from_file_location(module_name, where)
         if spec is None:
             raise ImportError(f"cannot load {where} as Python")
         module = importlib.util.module_from_spec(spec)
-        sys.modules["a3g_user_env"] = module
+        sys.modules[module_name] = module
         spec.loader.exec_module(module)
     else:
         module = importlib.import_module(where)
@@ -82,8 +85,39 @@ def make(request):
     if request["render"]:
         kwargs["render_mode"] = "rgb_array"
     if request["gym_id"] is not None:
-        return gymnasium.make(request["gym_id"], **kwargs)
-    return load_class(request["class"])(**kwargs)
+        env = gymnasium.make(request["gym_id"], **kwargs)
+    else:
+        env = load_class(request["class"])(**kwargs)
+    for wrapper in request["wrappers"]:
+        env = load_class(wrapper)(env)
+    return env
+
+
+OLD_GYM_HINT = (
+    "a3g plays Gymnasium's API, where reset() returns (observation, info) and step() "
+    "(observation, reward, terminated, truncated, info): port the environment to it "
+    "(Gymnasium's migration guide), or wrap it with shimmy's GymV21CompatibilityV0"
+)
+
+
+def checked_reset(env, seed):
+    try:
+        result = env.reset(seed=seed)
+    except TypeError as error:
+        if "seed" in str(error):
+            raise TypeError(f"reset() takes no seed, as in old Gym; {OLD_GYM_HINT}") from error
+        raise
+    if not (isinstance(result, tuple) and len(result) == 2 and isinstance(result[1], dict)):
+        raise TypeError(f"reset() returned {type(result).__name__}, not (observation, info), as old Gym did; {OLD_GYM_HINT}")
+    return result[0]
+
+
+def checked_step(env, action):
+    result = env.step(action)
+    if not (isinstance(result, tuple) and len(result) == 5):
+        count = len(result) if isinstance(result, tuple) else type(result).__name__
+        raise TypeError(f"step() returned {count} values, not 5, as old Gym did; {OLD_GYM_HINT}")
+    return result
 
 
 def finite_or_none(value):
@@ -156,7 +190,7 @@ def serve(env, requests, replies, description):
         try:
             if op == b"r":
                 seeded, seed = struct.unpack("<BQ", read_exactly(requests, 9))
-                observation, _ = env.reset(seed=seed if seeded else None)
+                observation = checked_reset(env, seed if seeded else None)
                 replies.ok(observations.encode(observation))
             elif op == b"s":
                 if discrete:
@@ -165,7 +199,7 @@ def serve(env, requests, replies, description):
                 else:
                     data = read_exactly(requests, 4 * action_dims)
                     chosen = np.frombuffer(data, dtype=np.float32).reshape(action_shape)
-                observation, reward, terminated, truncated, _ = env.step(chosen)
+                observation, reward, terminated, truncated, _ = checked_step(env, chosen)
                 head = struct.pack("<dBB", float(reward), bool(terminated), bool(truncated))
                 replies.ok(head + observations.encode(observation))
             elif op == b"f":

@@ -63,6 +63,9 @@ pub struct PythonOptions {
     /// Modules imported before the environment is made (`--env-import`), for packages
     /// that register their ids on import.
     pub imports: Vec<String>,
+    /// Wrapper classes (`--env-wrapper`, `module:Class`) applied in order around the
+    /// environment once it is made.
+    pub wrappers: Vec<String>,
     /// Keyword arguments of `gymnasium.make` or the class (`--env-kwargs`).
     pub kwargs: serde_json::Map<String, serde_json::Value>,
     /// Longest wait for the process's start or any reply (`--env-timeout`).
@@ -76,6 +79,7 @@ impl Default for PythonOptions {
         PythonOptions {
             python: "python3".into(),
             imports: Vec::new(),
+            wrappers: Vec::new(),
             kwargs: serde_json::Map::new(),
             timeout: Duration::from_secs(60),
             render: false,
@@ -160,6 +164,7 @@ impl PythonEnv {
             "gym_id": match target { Target::Gym(id) => Some(id), Target::Class(_) => None },
             "class": match target { Target::Class(class) => Some(class), Target::Gym(_) => None },
             "imports": options.imports,
+            "wrappers": options.wrappers,
             "kwargs": options.kwargs,
             "render": options.render,
         });
@@ -503,7 +508,8 @@ fn observation_shape(space: &SpaceDescription) -> std::result::Result<Vec<i64>, 
             Ok(vec![shape.iter().product()])
         }
         other => Err(format!(
-            "its observation space {} is not one a3g plays; a3g takes Box and Discrete observations",
+            "its observation space {} is not one a3g plays; a3g takes Box and Discrete observations: \
+             put a wrapper that gives one around it with --env-wrapper <module>:<Class>",
             space_text(other)
         )),
     }
