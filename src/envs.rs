@@ -11,7 +11,7 @@ use crate::error::Result;
 const OUTSIDE_ENVS: [&str; 3] = [
     "Environments from outside a3g, each run in a Python process a3g starts (docs/envs.md):",
     "  gym:<id>                         any id of your Gymnasium registry (gym:HalfCheetah-v5); --env-import <module> imports a package that registers its ids",
-    "  <file.py>:<Class>                your own gymnasium.Env class (or <module>:<Class>), made with --env-kwargs '<json>'; --python picks the Python",
+    "  <file.py>:<Class>                your own gymnasium.Env class (or <module>:<Class>), made with --env-kwargs '<json>'; --env-wrapper <module>:<Class> wraps either; --python picks the Python",
 ];
 
 /// Prints one line per id: id, action space, observation shape, and for ids named on
