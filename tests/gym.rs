@@ -296,3 +296,25 @@ fn a_package_outside_gymnasium_trains_through_its_wrappers() {
     assert!(line.contains("FlatObsWrapper") && line.contains("ImgObsWrapper"), "{line}");
     assert_no_env_host_left(&scratch);
 }
+
+/// The other spaces a3g plays, through Gymnasium's own tasks: FrozenLake's Discrete
+/// observations become one-hot inputs of the MLP, and Pendulum's Box of torques goes
+/// to the Gaussian head with the space's bounds; each trains and plays again.
+#[test]
+fn discrete_observations_and_box_actions_train_through_the_bridge() {
+    let cases = [
+        ("gym:FrozenLake-v1", "/body/Mlp/inputs", serde_json::json!(16)),
+        ("gym:Pendulum-v1", "/head/Gaussian/high", serde_json::json!([2.0])),
+    ];
+    for (env, part, expected) in cases {
+        let scratch = Scratch::new("gym-spaces");
+        let train = ["train", "--env", env, "--workers", "1", "--hidden-size", "16"];
+        let run = scratch.a3g_gym(&[&train[..], &["--max-steps", "600"]].concat());
+        assert!(run.status.success(), "{env}: {}", run.stderr);
+        let model = &sidecar_json(&scratch, env)["model"];
+        assert_eq!(model.pointer(part), Some(&expected), "{env}: {model}");
+        let run = scratch.a3g_gym(&["eval", "--env", env, "--num-episodes", "2"]);
+        assert!(run.status.success(), "{env}: {}", run.stderr);
+        assert_no_env_host_left(&scratch);
+    }
+}
