@@ -7,7 +7,7 @@ use std::path::Path;
 use crate::util::{assert_no_env_host_left, assert_one_line_error, sidecar_json, Scratch};
 
 /// A user's environment: observations of `size` values, two actions, a reward of 1 a
-/// step; `fail` makes step `after` raise, crash, exit, hang, or print to stdout (which
+/// step; `fail` makes step `after` raise, crash, abort, exit, hang, or print to stdout (which
 /// must not disturb a3g's pipe).
 const USER_ENV: &str = r#"
 import os, sys, time
@@ -35,6 +35,8 @@ class Corridor(gym.Env):
                 raise ValueError("the simulator lost its state")
             if self.fail == "crash":
                 os.kill(os.getpid(), 11)
+            if self.fail == "abort":
+                os.abort()
             if self.fail == "exit":
                 os._exit(3)
             if self.fail == "hang":
@@ -182,7 +184,7 @@ fn images_from_a_users_class_feed_the_universe_network() {
     assert!(run.stdout.contains("2 episodes: reward mean"), "{}", run.stdout);
 }
 
-/// An environment that raises, crashes, exits or hangs mid-run ends the run on one
+/// An environment that raises, crashes, aborts, exits or hangs mid-run ends the run on one
 /// line naming it, the thread and what happened, keeps what training reached in a
 /// checkpoint, and leaves no Python process behind.
 #[test]
@@ -190,6 +192,7 @@ fn a_failing_environment_ends_the_run_on_one_line() {
     let cases = [
         ("raise", "raised ValueError: the simulator lost its state in step()"),
         ("crash", "killed by signal 11 (SIGSEGV, a crash) during step(), its last words: Fatal Python error: Segmentation fault"),
+        ("abort", "killed by signal 6 (SIGABRT) during step(), its last words: Fatal Python error: Aborted"),
         ("exit", "exited with status 3 during step(), its last words: a chatty environment writes to stdout"),
         ("hang", "no reply to step() within 2 s, so its Python process was stopped"),
     ];
