@@ -75,7 +75,9 @@ fn start(
     }
     // One queue per device: a thread's local model serves only its device's workers.
     let mut queued: Vec<Vec<Worker>> = devices.iter().map(|_| Vec::new()).collect();
-    for rank in 0..config.workers {
+    let ranks: Vec<usize> = (0..config.workers).collect();
+    let envs = config.env.make_many(&ranks)?;
+    for (rank, env) in ranks.into_iter().zip(envs) {
         let handle = if config.shared_optimizer || rank == 0 {
             shared.handle()
         } else {
@@ -84,7 +86,7 @@ fn start(
         queued[rank % devices.len()].push(Worker::new(WorkerSetup {
             rank,
             device: device::for_worker(devices, rank),
-            env: config.env.make(rank)?,
+            env,
             spec: config.spec.clone(),
             shared: handle,
             num_steps: settings.num_steps(rank),

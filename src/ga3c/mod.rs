@@ -218,7 +218,7 @@ impl Ga3cTrainer<'_> {
             self.start_predictor()?;
         }
         while self.agents.len() < counts.agents {
-            self.start_agent()?;
+            self.start_agents(counts.agents - self.agents.len())?;
         }
         while self.agents.len() > counts.agents {
             let agent = self.agents.pop().expect("more agents than wanted");
@@ -249,7 +249,9 @@ impl Ga3cTrainer<'_> {
         self.supervisor.spawn(name, body)
     }
 
-    fn start_agent(&mut self) -> Result<()> {
+    /// Starts up to `wanted` agents, as many as free slots allow, their environments
+    /// made side by side.
+    fn start_agents(&mut self, wanted: usize) -> Result<()> {
         let config = self.config;
         let (ended, retiring): (Vec<Running>, Vec<Running>) =
             self.retiring_agents.drain(..).partition(|agent| agent.handle.is_finished());
@@ -258,29 +260,32 @@ impl Ga3cTrainer<'_> {
             self.free_slots.extend(agent.slot);
             self.retired.push(agent.handle);
         }
-        let Some(slot) = self.free_slots.pop() else {
-            // Every row is held, some by agents still finishing their last segment.
-            return Ok(());
-        };
+        // When every row is held, some by agents still finishing their last segment,
+        // none starts now.
+        let slots: Vec<usize> = (0..wanted).map_while(|_| self.free_slots.pop()).collect();
         // The test agent's environment is rank `workers`, so agents beyond the first
         // `workers` skip it.
-        let rank = if slot < config.workers { slot } else { slot + 1 };
-        let retire = Arc::new(AtomicBool::new(false));
-        let setup = AgentSetup {
-            index: slot,
-            env: config.env.make(rank)?,
-            seed: config.env.seed(rank),
-            rewards: config.rewards,
-            num_steps: self.settings.num_steps,
-            max_episode_length: config.env.max_episode_length,
-            requests: self.requests.0.clone(),
-            segments: self.segments.0.clone(),
-            counters: Arc::clone(&self.counters),
-            retire: Arc::clone(&retire),
-        };
-        let stop = self.supervisor.stop().clone();
-        let handle = self.spawn(Role::Agent, move || agent::run_agent(setup, &stop))?;
-        self.agents.push(Running { handle, retire, slot: Some(slot) });
+        let ranks: Vec<usize> =
+            slots.iter().map(|&slot| if slot < config.workers { slot } else { slot + 1 }).collect();
+        let envs = config.env.make_many(&ranks)?;
+        for ((slot, rank), env) in slots.into_iter().zip(ranks).zip(envs) {
+            let retire = Arc::new(AtomicBool::new(false));
+            let setup = AgentSetup {
+                index: slot,
+                env,
+                seed: config.env.seed(rank),
+                rewards: config.rewards,
+                num_steps: self.settings.num_steps,
+                max_episode_length: config.env.max_episode_length,
+                requests: self.requests.0.clone(),
+                segments: self.segments.0.clone(),
+                counters: Arc::clone(&self.counters),
+                retire: Arc::clone(&retire),
+            };
+            let stop = self.supervisor.stop().clone();
+            let handle = self.spawn(Role::Agent, move || agent::run_agent(setup, &stop))?;
+            self.agents.push(Running { handle, retire, slot: Some(slot) });
+        }
         Ok(())
     }
 

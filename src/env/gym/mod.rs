@@ -185,7 +185,7 @@ impl PythonEnv {
                 Ok(())
             });
         }
-        let mut child = command.spawn().map_err(|err| {
+        let mut child = spawn_from_lasting_thread(command).map_err(|err| {
             fail(format!(
                 "cannot start Python {:?} ({err}); install Python 3 with gymnasium, or name one with \
                  --python or A3G_PYTHON",
@@ -535,6 +535,29 @@ fn raised_while(when: &str, traceback: &str) -> String {
         ""
     };
     format!("its Python code raised {last} {when}{advice}")
+}
+
+/// Starts `command` from a thread that lives as long as a3g. PR_SET_PDEATHSIG fires
+/// when the thread that started a child ends, not the process: environments made by
+/// short-lived threads (made side by side at the start) would be killed with them.
+fn spawn_from_lasting_thread(command: Command) -> std::io::Result<Child> {
+    type Request = (Command, crossbeam::channel::Sender<std::io::Result<Child>>);
+    static SPAWNER: std::sync::OnceLock<Option<crossbeam::channel::Sender<Request>>> =
+        std::sync::OnceLock::new();
+    let spawner = SPAWNER.get_or_init(|| {
+        let (requests, incoming) = crossbeam::channel::unbounded::<Request>();
+        let started = std::thread::Builder::new().name("env spawner".into()).spawn(move || {
+            for (mut command, reply) in incoming {
+                let _ = reply.send(command.spawn());
+            }
+        });
+        started.ok().map(|_| requests)
+    });
+    let gone = || std::io::Error::other("a3g could not keep a thread to start environments from");
+    let spawner = spawner.as_ref().ok_or_else(gone)?;
+    let (reply, child) = crossbeam::channel::bounded(1);
+    spawner.send((command, reply)).map_err(|_| gone())?;
+    child.recv().map_err(|_| gone())?
 }
 
 /// A file for a process's stderr, already unlinked so nothing is left behind: one
