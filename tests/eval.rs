@@ -431,6 +431,22 @@ fn shipped_spaceinvaders_model_plays_as_shipped() {
     }
 }
 
+/// The MsPacmanDeterministic-v4 model shipped in trained_models/ (--model universe,
+/// batched trainer) still plays its first two games as when it was shipped (810 and
+/// 1,110 points), with both seeds README's Results name.
+#[test]
+fn shipped_mspacman_model_plays_as_shipped() {
+    let scratch = Scratch::new("eval-shipped-mspacman");
+    for seed in ["1", "2"] {
+        let summary = evaluate_shipped(&scratch, "MsPacmanDeterministic-v4", "2", seed);
+        assert_eq!(
+            summary["rewards"],
+            serde_json::json!([810.0, 1110.0]),
+            "seed {seed}: {summary}"
+        );
+    }
+}
+
 /// The Pendulum-v1 model shipped in trained_models/ still plays as README's Results
 /// row says: evaluated as there (100 games, seed 1) it scored -218.89 ± 161.26. The
 /// bound is that mean less two standard errors of a 100-game mean (161 / √100 ≈ 16),
