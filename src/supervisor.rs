@@ -2,13 +2,31 @@
 //! as a typed [`Error`] naming it (the first one wins, and it stops the run), and
 //! joined here at the end. Workers, agents, predictors, trainers, the test agent and,
 //! in a run across machines, the sync thread run under it; the monitor runs on the
-//! main thread, which waits for them.
+//! main thread, which waits for them. Short jobs done side by side (the environments
+//! made at the start) run on scoped threads here too.
 
 use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
 
+use crate::config::EnvConfig;
+use crate::env::Env;
 use crate::error::{Error, Result};
 use crate::stop::{Stop, StopReason};
+
+/// Makes the environments of `ranks` side by side, each on a thread of its own that
+/// ends before this returns: an environment from outside a3g starts a Python that spends
+/// most of a second importing, so many agents start in the time one core takes for its
+/// share rather than for all of them in a row.
+pub fn make_envs(env: &EnvConfig, ranks: &[usize]) -> Result<Vec<Box<dyn Env>>> {
+    std::thread::scope(|scope| {
+        let makers: Vec<_> =
+            ranks.iter().map(|&rank| scope.spawn(move || env.make(rank))).collect();
+        makers
+            .into_iter()
+            .map(|maker| maker.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic)))
+            .collect()
+    })
+}
 
 /// Starts, watches and joins a run's threads.
 #[derive(Clone)]

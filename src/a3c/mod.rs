@@ -76,7 +76,7 @@ fn start(
     // One queue per device: a thread's local model serves only its device's workers.
     let mut queued: Vec<Vec<Worker>> = devices.iter().map(|_| Vec::new()).collect();
     let ranks: Vec<usize> = (0..config.workers).collect();
-    let envs = config.env.make_many(&ranks)?;
+    let envs = crate::supervisor::make_envs(&config.env, &ranks)?;
     for (rank, env) in ranks.into_iter().zip(envs) {
         let handle = if config.shared_optimizer || rank == 0 {
             shared.handle()

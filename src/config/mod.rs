@@ -93,20 +93,6 @@ impl EnvConfig {
         self.make_seeded(self.seed(rank))
     }
 
-    /// The environments of `ranks`, made side by side: an environment from outside
-    /// a3g starts a Python that spends most of a second importing, so many agents
-    /// start in the time one core takes for its share rather than for all of them.
-    pub fn make_many(&self, ranks: &[usize]) -> Result<Vec<Box<dyn Env>>> {
-        std::thread::scope(|scope| {
-            let makers: Vec<_> =
-                ranks.iter().map(|&rank| scope.spawn(move || self.make(rank))).collect();
-            makers
-                .into_iter()
-                .map(|maker| maker.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic)))
-                .collect()
-        })
-    }
-
     /// The rows kept of the game's screens, when an Atari game is played on the
     /// reference's screen (the other screen crops by its own fixed rule).
     pub fn crop(&self) -> Option<Crop> {

@@ -267,7 +267,7 @@ impl Ga3cTrainer<'_> {
         // `workers` skip it.
         let ranks: Vec<usize> =
             slots.iter().map(|&slot| if slot < config.workers { slot } else { slot + 1 }).collect();
-        let envs = config.env.make_many(&ranks)?;
+        let envs = crate::supervisor::make_envs(&config.env, &ranks)?;
         for ((slot, rank), env) in slots.into_iter().zip(ranks).zip(envs) {
             let retire = Arc::new(AtomicBool::new(false));
             let setup = AgentSetup {
