@@ -79,7 +79,7 @@ a3g_ensure_python_package() {
     read -ra pip_arguments <<<"$requirement"
     local dir="$A3G_DEPS/$name"
     if [[ ! -e $dir/.a3g-$name-$version ]]; then
-        a3g_say "installing Python's $requirement, $why"
+        a3g_say "installing Python's ${requirement#--no-deps }, $why"
         a3g_say "  into $dir ($size)"
         a3g_pip_install "$dir" "${pip_arguments[@]}"
         touch "$dir/.a3g-$name-$version"
@@ -109,9 +109,10 @@ a3g_ensure_gymnasium() {
 # --env-import, with the pygame it imports; without their dependencies, which
 # .deps/gymnasium already holds.
 A3G_MINIGRID_VERSION=3.0.0
+A3G_PYGAME_VERSION=2.6.1
 a3g_ensure_minigrid() {
-    a3g_ensure_python_package minigrid "$A3G_MINIGRID_VERSION" \
-        "--no-deps minigrid==$A3G_MINIGRID_VERSION pygame==2.6.1" \
+    a3g_ensure_python_package minigrid "$A3G_MINIGRID_VERSION-pygame-$A3G_PYGAME_VERSION" \
+        "--no-deps minigrid==$A3G_MINIGRID_VERSION pygame==$A3G_PYGAME_VERSION" \
         "a package of environments from outside Gymnasium the tests train" "about 40 MB, under a minute"
 }
 

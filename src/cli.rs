@@ -180,6 +180,14 @@ impl EnvArgs {
                 self.env
             )));
         }
+        if let Some(wrapper) = self.env_wrappers.iter().find(|wrapper| {
+            !matches!(wrapper.rsplit_once(':'), Some((place, class)) if !place.is_empty() && !class.is_empty())
+        }) {
+            return Err(Error::BadArguments(format!(
+                "--env-wrapper {wrapper} names no class; give it as <module>:<Class> or <file.py>:<Class> \
+                 (for example minigrid.wrappers:ImgObsWrapper)"
+            )));
+        }
         let python = self
             .python
             .clone()

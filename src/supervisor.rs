@@ -14,18 +14,36 @@ use crate::error::{Error, Result};
 use crate::stop::{Stop, StopReason};
 
 /// Makes the environments of `ranks` side by side, each on a thread of its own that
-/// ends before this returns: an environment from outside a3g starts a Python that spends
-/// most of a second importing, so many agents start in the time one core takes for its
-/// share rather than for all of them in a row.
+/// ends before this returns, twice as many at a time as there are cores: an
+/// environment from outside a3g starts a Python that spends most of a second importing,
+/// so many agents start in the time the cores take for their shares rather than for
+/// all of them in a row, and no start waits behind so many others that it times out.
 pub fn make_envs(env: &EnvConfig, ranks: &[usize]) -> Result<Vec<Box<dyn Env>>> {
-    std::thread::scope(|scope| {
-        let makers: Vec<_> =
-            ranks.iter().map(|&rank| scope.spawn(move || env.make(rank))).collect();
-        makers
-            .into_iter()
-            .map(|maker| maker.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic)))
-            .collect()
-    })
+    let at_once = std::thread::available_parallelism().map_or(2, |cores| 2 * cores.get());
+    let mut envs = Vec::with_capacity(ranks.len());
+    for chunk in ranks.chunks(at_once) {
+        std::thread::scope(|scope| -> Result<()> {
+            let makers = chunk
+                .iter()
+                .map(|&rank| {
+                    let name = format!("env maker {rank}");
+                    std::thread::Builder::new()
+                        .name(name.clone())
+                        .spawn_scoped(scope, move || env.make(rank))
+                        .map_err(|cause| Error::Io {
+                            action: "start a thread for",
+                            path: std::path::PathBuf::from(name),
+                            cause,
+                        })
+                })
+                .collect::<Result<Vec<_>>>()?;
+            for maker in makers {
+                envs.push(maker.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic))?);
+            }
+            Ok(())
+        })?;
+    }
+    Ok(envs)
 }
 
 /// Starts, watches and joins a run's threads.

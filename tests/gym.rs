@@ -83,6 +83,19 @@ class OldGym(Corridor):
     def step(self, action):
         observation, reward, terminated, _, info = super().step(action)
         return observation, reward, terminated, info
+
+class OldGymSeeded(Corridor):
+    """Gym 0.22 to 0.25: reset() takes a seed but returns the observation alone."""
+
+    def reset(self, seed=None, options=None):
+        return super().reset(seed=seed)[0]
+
+class FourValueStep(Corridor):
+    """A step of old Gym's four values after a Gymnasium reset."""
+
+    def step(self, action):
+        observation, reward, terminated, _, info = super().step(action)
+        return observation, reward, terminated, info
 "#;
 
 fn train_user_env(scratch: &Scratch, kwargs: &str, extra: &[&str]) -> crate::util::Run {
@@ -230,7 +243,7 @@ fn a_failing_environment_ends_the_run_on_one_line() {
 fn what_the_bridge_cannot_play_is_refused_on_one_line() {
     let scratch = Scratch::new("gym-refused");
     scratch.write("corridor.py", USER_ENV);
-    let cases: [(&[&str], &str); 7] = [
+    let cases: [(&[&str], &str); 10] = [
         (&["--env", "corridor.py:Mapping"], "its observation space Dict"),
         (&["--env", "corridor.py:Corridor", "--env-kwargs", "[1]"], "is not a JSON object"),
         (&["--env", "CartPole-v1", "--env-kwargs", "{}"], "CartPole-v1 is built in"),
@@ -246,7 +259,22 @@ fn what_the_bridge_cannot_play_is_refused_on_one_line() {
             &["--env", "corridor.py:Corridor", "--env-kwargs", r#"{"colour": 1}"#],
             "got an unexpected keyword argument 'colour' while being made",
         ),
-        (&["--env", "corridor.py:OldGym"], "as in old Gym; a3g plays Gymnasium's API"),
+        (
+            &["--env", "corridor.py:OldGym"],
+            "takes no seed, as in old Gym in reset(); a3g plays Gymnasium's API",
+        ),
+        (
+            &["--env", "corridor.py:OldGymSeeded"],
+            "returned ndarray, not (observation, info), as in old Gym in reset(); a3g plays",
+        ),
+        (
+            &["--env", "corridor.py:FourValueStep"],
+            "step() returned 4 values, not 5, as in old Gym in step(); a3g plays",
+        ),
+        (
+            &["--env", "corridor.py:Corridor", "--env-wrapper", "ImgObsWrapper"],
+            "--env-wrapper ImgObsWrapper names no class",
+        ),
     ];
     for (flags, expected) in cases {
         let run = scratch.a3g_gym(&[&["train", "--max-steps", "100"][..], flags].concat());

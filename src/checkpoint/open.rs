@@ -3,9 +3,10 @@
 //! and a checkpoint's files to a checked spec and the environment made for it.
 //!
 //! The environment is made first, so that an unknown id is reported as such rather
-//! than as a missing checkpoint (but for an environment from outside a3g whose flags
-//! leave how to make it to the checkpoint: its recorded imports may be what registers
-//! the id); the checkpoint is read next; the environment is
+//! than as a missing checkpoint (but for a trained model of an environment from outside
+//! a3g, made once its record has said how: its recorded imports may be what registers
+//! the id, and flags that differ from the record are refused as such); the checkpoint
+//! is read next; the environment is
 //! remade only when the model was trained on other screens or crop rows than the
 //! flags imply; and the spec is built for that environment with the checkpoint's
 //! sizes, the tensors' shapes checked before any model exists (the shapes a damaged
@@ -34,10 +35,9 @@ pub trait ModelEnvironments {
     /// The id of the environment, which names the checkpoint.
     fn id(&self) -> &str;
 
-    /// Whether the environment cannot be made as described before the model's record
-    /// is read: one from outside a3g, made as its checkpoint records when the flags
-    /// say nothing of how (its imports may register the id, its wrappers give its
-    /// spaces).
+    /// Whether a trained model's environment is made only once its record is read: one
+    /// from outside a3g, whose recorded imports may register the id and whose
+    /// recorded wrappers give its spaces.
     fn made_as_recorded(&self) -> bool;
 
     /// Switches to the environments the model was trained on: Atari screens prepared

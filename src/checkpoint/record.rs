@@ -53,6 +53,9 @@ impl OutsideEnv {
             vec![format!("--env-kwargs '{}'", serde_json::Value::Object(self.kwargs.clone()))];
         flags.extend(self.imports.iter().map(|module| format!("--env-import {module}")));
         flags.extend(self.wrappers.iter().map(|wrapper| format!("--env-wrapper {wrapper}")));
+        if flags.is_empty() {
+            return "no --env-kwargs, --env-import or --env-wrapper".into();
+        }
         flags.join(" ")
     }
 }
@@ -66,4 +69,21 @@ impl OutsideEnv {
 pub enum TrainerConfig {
     A3c(A3cConfig),
     Ga3c(Ga3cConfig),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::OutsideEnv;
+
+    /// A sidecar written before --env-wrapper existed reads as made without wrappers,
+    /// and one made without wrappers is written as before, so older a3g reads it.
+    #[test]
+    fn outside_envs_without_wrappers_read_and_write_as_before() {
+        let older: OutsideEnv =
+            serde_json::from_str(r#"{"kwargs": {"size": 5}, "imports": ["minigrid"]}"#).unwrap();
+        assert!(older.wrappers.is_empty());
+        assert_eq!(older.as_flags(), r#"--env-kwargs '{"size":5}' --env-import minigrid"#);
+        let written = serde_json::to_value(&older).unwrap();
+        assert_eq!(written, serde_json::json!({"kwargs": {"size": 5}, "imports": ["minigrid"]}));
+    }
 }

@@ -522,7 +522,7 @@ impl ModelEnvironments for EnvsOfRank<'_> {
     }
 
     fn made_as_recorded(&self) -> bool {
-        self.env.outside_env().is_some_and(|made_with| made_with == OutsideEnv::default())
+        self.env.outside_env().is_some()
     }
 
     fn adopt(&mut self, screen: Screen, trained: Option<&TrainedWith>) -> Result<bool> {
@@ -572,6 +572,7 @@ impl TrainConfig {
         let mut settings = vec![
             json!(["a3g's version", env!("CARGO_PKG_VERSION")]),
             json!(["--env", self.env.id]),
+            json!(["--env-kwargs, --env-import and --env-wrapper", self.env.outside_env()]),
             json!(["--trainer", trainer]),
             json!(["--model", network]),
             json!(["--lstm", lstm]),

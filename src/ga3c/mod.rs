@@ -218,7 +218,11 @@ impl Ga3cTrainer<'_> {
             self.start_predictor()?;
         }
         while self.agents.len() < counts.agents {
-            self.start_agents(counts.agents - self.agents.len())?;
+            if self.start_agents(counts.agents - self.agents.len())? == 0 {
+                // Every free row is held by agents still finishing their last segment:
+                // the next window of the tuner tries again.
+                break;
+            }
         }
         while self.agents.len() > counts.agents {
             let agent = self.agents.pop().expect("more agents than wanted");
@@ -250,8 +254,9 @@ impl Ga3cTrainer<'_> {
     }
 
     /// Starts up to `wanted` agents, as many as free slots allow, their environments
-    /// made side by side.
-    fn start_agents(&mut self, wanted: usize) -> Result<()> {
+    /// made side by side; returns how many started. Slots whose agent did not start
+    /// are free again.
+    fn start_agents(&mut self, wanted: usize) -> Result<usize> {
         let config = self.config;
         let (ended, retiring): (Vec<Running>, Vec<Running>) =
             self.retiring_agents.drain(..).partition(|agent| agent.handle.is_finished());
@@ -267,8 +272,16 @@ impl Ga3cTrainer<'_> {
         // `workers` skip it.
         let ranks: Vec<usize> =
             slots.iter().map(|&slot| if slot < config.workers { slot } else { slot + 1 }).collect();
-        let envs = crate::supervisor::make_envs(&config.env, &ranks)?;
-        for ((slot, rank), env) in slots.into_iter().zip(ranks).zip(envs) {
+        let envs = match crate::supervisor::make_envs(&config.env, &ranks) {
+            Ok(envs) => envs,
+            Err(err) => {
+                self.free_slots.extend(slots.into_iter().rev());
+                return Err(err);
+            }
+        };
+        let mut unstarted = slots.into_iter().zip(ranks).zip(envs);
+        let mut started = 0;
+        while let Some(((slot, rank), env)) = unstarted.next() {
             let retire = Arc::new(AtomicBool::new(false));
             let setup = AgentSetup {
                 index: slot,
@@ -283,10 +296,17 @@ impl Ga3cTrainer<'_> {
                 retire: Arc::clone(&retire),
             };
             let stop = self.supervisor.stop().clone();
-            let handle = self.spawn(Role::Agent, move || agent::run_agent(setup, &stop))?;
-            self.agents.push(Running { handle, retire, slot: Some(slot) });
+            match self.spawn(Role::Agent, move || agent::run_agent(setup, &stop)) {
+                Ok(handle) => self.agents.push(Running { handle, retire, slot: Some(slot) }),
+                Err(err) => {
+                    self.free_slots.push(slot);
+                    self.free_slots.extend(unstarted.map(|((slot, _), _)| slot).rev());
+                    return Err(err);
+                }
+            }
+            started += 1;
         }
-        Ok(())
+        Ok(started)
     }
 
     fn start_predictor(&mut self) -> Result<()> {

@@ -56,19 +56,25 @@ class Replies:
         self.stream.flush()
 
 
+LOADED_FILES = {}
+
+
 def load_class(target):
     """`file.py:Class` or `module:Class`."""
     where, _, name = target.rpartition(":")
     if where.endswith(".py"):
-        # One module name per file, so that an environment and a wrapper from two
-        # files do not replace each other.
-        module_name = f"a3g_user_file_{len(sys.modules)}"
-        spec = importlib.util.spec_from_file_location(module_name, where)
-        if spec is None:
-            raise ImportError(f"cannot load {where} as Python")
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[module_name] = module
-        spec.loader.exec_module(module)
+        path = os.path.realpath(where)
+        # A file that gives both the environment and a wrapper runs once.
+        module = LOADED_FILES.get(path)
+        if module is None:
+            module_name = f"a3g_user_file_{len(LOADED_FILES)}"
+            spec = importlib.util.spec_from_file_location(module_name, where)
+            if spec is None:
+                raise ImportError(f"cannot load {where} as Python")
+            module = importlib.util.module_from_spec(spec)
+            sys.modules[module_name] = module
+            spec.loader.exec_module(module)
+            LOADED_FILES[path] = module
     else:
         module = importlib.import_module(where)
     if not hasattr(module, name):
@@ -93,22 +99,15 @@ def make(request):
     return env
 
 
-OLD_GYM_HINT = (
-    "a3g plays Gymnasium's API, where reset() returns (observation, info) and step() "
-    "(observation, reward, terminated, truncated, info): port the environment to it "
-    "(Gymnasium's migration guide), or wrap it with shimmy's GymV21CompatibilityV0"
-)
-
-
 def checked_reset(env, seed):
     try:
         result = env.reset(seed=seed)
     except TypeError as error:
-        if "seed" in str(error):
-            raise TypeError(f"reset() takes no seed, as in old Gym; {OLD_GYM_HINT}") from error
+        if "unexpected keyword argument 'seed'" in str(error):
+            raise TypeError("reset() takes no seed, as in old Gym") from error
         raise
     if not (isinstance(result, tuple) and len(result) == 2 and isinstance(result[1], dict)):
-        raise TypeError(f"reset() returned {type(result).__name__}, not (observation, info), as old Gym did; {OLD_GYM_HINT}")
+        raise TypeError(f"reset() returned {type(result).__name__}, not (observation, info), as in old Gym")
     return result[0]
 
 
@@ -116,7 +115,7 @@ def checked_step(env, action):
     result = env.step(action)
     if not (isinstance(result, tuple) and len(result) == 5):
         count = len(result) if isinstance(result, tuple) else type(result).__name__
-        raise TypeError(f"step() returned {count} values, not 5, as old Gym did; {OLD_GYM_HINT}")
+        raise TypeError(f"step() returned {count} values, not 5, as in old Gym")
     return result
 
 

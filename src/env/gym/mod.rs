@@ -531,6 +531,10 @@ fn raised_while(when: &str, traceback: &str) -> String {
         "; install gymnasium for that Python (pip install gymnasium), or name another with --python"
     } else if last.contains("No module named") {
         "; install the package for that Python, or name another with --python"
+    } else if last.starts_with("TypeError") && last.ends_with(", as in old Gym") {
+        "; a3g plays Gymnasium's API, where reset(seed=...) returns (observation, info) and step() \
+         (observation, reward, terminated, truncated, info): port the environment to it (Gymnasium's \
+         migration guide), or wrap it with shimmy's GymV21CompatibilityV0"
     } else {
         ""
     };
