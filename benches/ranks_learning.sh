@@ -31,7 +31,7 @@ scratch=$(mktemp -d)
 # The runs start inside command substitutions, out of this shell's job table; the pids
 # of the runs under way are kept so that an interrupted bench leaves no rank waiting out
 # --sync-timeout (and, emptied once they end, never name a reused pid).
-trap 'xargs -r kill 2>/dev/null <"$scratch/pids"; rm -rf "$scratch"' EXIT
+trap 'xargs -r kill 2>/dev/null <"$scratch/pids" || true; rm -rf "$scratch"' EXIT
 : >"$scratch/pids"
 lr=1e-3
 case $rank_lr in

@@ -34,7 +34,7 @@ mkdir -p "$scratch"
 pids=$(mktemp)
 # An interrupted bench takes the runs under way with it, so that no rank waits out
 # --sync-timeout (the list is emptied once they end, never to name a reused pid).
-trap 'xargs -r kill 2>/dev/null <"$pids"; rm -f "$pids"' EXIT
+trap 'xargs -r kill 2>/dev/null <"$pids" || true; rm -f "$pids"' EXIT
 recipe=(train --env PongDeterministic-v4 --model universe --trainer ga3c --lr 3e-4
     --max-time "${minutes}m" --status-interval 10
     ${WORKERS:+--workers "$WORKERS"} ${MAX_STEPS:+--max-steps "$MAX_STEPS"})
