@@ -1,12 +1,18 @@
 #!/usr/bin/env bash
-# Pong across ranks against Pong in one process, same wall time: README's Pong command
-# (universe network, GA3C) for MINUTES, once as one process on both cores and once as
-# two ranks on 127.0.0.1, each pinned by taskset to a core of its own (so GA3C's
-# defaults give each rank 16 agents, the one process 32), in ROUNDS alternated pairs.
-# Prints, from each run's game log (rank 0's for the ranks), the time of the first
-# test game of 18 or more, the best game, and the mean of the last 10 games.
+# Pong across ranks against Pong in one process: README's Pong command (universe
+# network, GA3C) for MINUTES, once as one process on all cores and once as RANKS ranks
+# on 127.0.0.1, rank r pinned by taskset to core r mod the cores (so that, with GA3C's
+# defaults, two ranks on two cores get 16 agents each and the one process 32), in
+# ROUNDS alternated pairs. Prints, from each run's game log (rank 0's for the ranks),
+# the time of the first test game of 18 or more and the agent steps by then (the
+# world's, from the last status line before that game ended), the best game, and the
+# mean of the last 10 games.
 #
 # Usage: benches/ranks_pong.sh [MINUTES [ROUNDS]]   (defaults 15 minutes, 1 round)
+#   RANKS=N runs N ranks (default 2).
+#   WORKERS=W gives every rank, and the one process, W agents (default: GA3C's per core).
+#   STOP_AT_GOAL=1 ends a run at its first test game of 18 or more; MINUTES is then a cap.
+#   MAX_STEPS=S caps every run at S agent steps (all ranks' together).
 #   KEEP=DIR keeps every run's logs and models under DIR (for `a3g plot`).
 #   SYNC_MERGE=mean|sum gives the ranks --sync-merge (default sum, a3g's default).
 #   FROM_ROUND=R starts at round R (its seed and order), ONLY=one|ranks runs one side.
@@ -16,59 +22,104 @@ minutes=${1:-15}
 rounds=${2:-1}
 from_round=${FROM_ROUND:-1}
 only=${ONLY:-both}
+world=${RANKS:-2}
+cores=$(nproc)
+goal=18
 [[ $only == both || $only == one || $only == ranks ]] || { echo "ONLY must be one, ranks or both" >&2; exit 2; }
+# The wrapper builds the checkout's binary when its sources changed; a given binary is used as it is.
 a3g=${A3G_BINARY:-$root/target/release/a3g}
-"$root/a3g" --version >/dev/null
+[[ -n ${A3G_BINARY:-} ]] || "$root/a3g" --version >/dev/null
 scratch=${KEEP:-$(mktemp -d)}
 mkdir -p "$scratch"
+pids=$(mktemp)
+# An interrupted bench takes the runs under way with it, so that no rank waits out
+# --sync-timeout (the list is emptied once they end, never to name a reused pid).
+trap 'xargs -r kill 2>/dev/null <"$pids" || true; rm -f "$pids"' EXIT
 recipe=(train --env PongDeterministic-v4 --model universe --trainer ga3c --lr 3e-4
-    --max-time "${minutes}m" --status-interval 30)
+    --max-time "${minutes}m" --status-interval 10
+    ${WORKERS:+--workers "$WORKERS"} ${MAX_STEPS:+--max-steps "$MAX_STEPS"})
+game_log=logs/PongDeterministic-v4_log
 
-# "first 18+ at T; best B; last 10 mean M" from a game log.
+# "first 18+ at T after S agent steps; best B; last 10 mean M" from a run's folder.
 summary() {
-    awk -F', ' '/^Time / {
-            sub(/^Time /, "", $1); split($1, t, /[hms] */); seconds = t[1] * 3600 + t[2] * 60 + t[3]
+    awk -F', ' -v goal="$goal" '
+        function seconds_of(clock,   t) { split(clock, t, /[hms] */); return t[1] * 3600 + t[2] * 60 + t[3] }
+        FILENAME ~ /out\.log$/ {
+            if ($1 ~ /^\[.*\] agent steps /) {
+                split(substr($1, 2), s, /\] agent steps /); status_time[++statuses] = seconds_of(s[1]); status_steps[statuses] = s[2]
+            }
+            next
+        }
+        /^Time / {
+            sub(/^Time /, "", $1); seconds = seconds_of($1)
             split($2, r, " "); reward = r[3] + 0; last[n % 10] = reward; n++
             if (n == 1 || reward > best) best = reward
-            if (first == "" && reward >= 18) first = sprintf("%dm %02ds", seconds / 60, seconds % 60)
+            if (first == "" && reward >= goal) {
+                first = sprintf("%dm %02ds", seconds / 60, seconds % 60); steps = 0
+                for (i = 1; i <= statuses && status_time[i] <= seconds; i++) steps = status_steps[i]
+            }
         }
         END {
             k = n < 10 ? n : 10; for (i = 0; i < k; i++) sum += last[i]
-            printf "first 18+ at %s; best %d; last %d games mean %.1f; %d games\n",
-                first == "" ? "never" : first, best, k, k ? sum / k : 0, n
-        }' "$1"
+            printf "first %d+ at %s; best %d; last %d games mean %.1f; %d games\n",
+                goal, first == "" ? "never" : first " after " steps " agent steps", best, k, k ? sum / k : 0, n
+        }' "$1/out.log" "$1/$game_log"
 }
 
 # Whether ONLY lets this side (one or ranks) run.
 runs() { [[ $only == both || $only == "$1" ]]; }
 
+# Waits for the runs PID..., the first of which (rank 0) writes GAME_LOG; with
+# STOP_AT_GOAL, stops it at its first game of 18 or more (SIGTERM on rank 0 reaches
+# the other ranks at the next sync).
+await() { # GAME_LOG PID...
+    local log=$1
+    shift
+    if [[ -n ${STOP_AT_GOAL:-} ]]; then
+        while kill -0 "$1" 2>/dev/null; do
+            if [[ -f $log ]] && awk -F', ' -v goal="$goal" '/^Time / { split($2, r, " "); if (r[3] + 0 >= goal) won = 1 } END { exit !won }' "$log"; then
+                kill -TERM "$1"
+                break
+            fi
+            sleep 5
+        done
+    fi
+    # A run stopped by SIGTERM may exit non-zero; its logs say how it ended.
+    wait "$@" || true
+    : >"$pids"
+}
+
 one_process() {
     local dir="$scratch/round$1-one"
     rm -rf "$dir" && mkdir -p "$dir"
-    (cd "$dir" && "$a3g" "${recipe[@]}" --seed "$1" >out.log 2>err.log)
-    echo "round $1, one process on cores 0-1: $(summary "$dir/logs/PongDeterministic-v4_log")"
+    (cd "$dir" && exec "$a3g" "${recipe[@]}" --seed "$1" >out.log 2>err.log) &
+    echo $! >>"$pids"
+    await "$dir/$game_log" $!
+    echo "round $1, one process on all $cores cores${WORKERS:+ ($WORKERS agents)}: $(summary "$dir")"
 }
 
-two_ranks() {
-    local port
+ranks() {
+    local port rank rank_pids=()
     port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-    for rank in 0 1; do
+    for ((rank = 0; rank < world; rank++)); do
         local dir="$scratch/round$1-rank$rank"
         rm -rf "$dir" && mkdir -p "$dir"
-        (cd "$dir" && RANK=$rank WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port \
-            taskset -c "$rank" "$a3g" "${recipe[@]}" --seed "$1" --sync-merge "${SYNC_MERGE:-sum}" >out.log 2>err.log) &
+        (cd "$dir" && RANK=$rank WORLD_SIZE=$world MASTER_ADDR=127.0.0.1 MASTER_PORT=$port \
+            exec taskset -c $((rank % cores)) "$a3g" "${recipe[@]}" --seed "$1" --sync-merge "${SYNC_MERGE:-sum}" >out.log 2>err.log) &
+        rank_pids+=($!)
+        echo $! >>"$pids"
     done
-    wait
-    echo "round $1, two ranks on a core each: $(summary "$scratch/round$1-rank0/logs/PongDeterministic-v4_log")"
+    await "$scratch/round$1-rank0/$game_log" "${rank_pids[@]}"
+    echo "round $1, $world ranks, rank r on core r mod $cores${WORKERS:+ ($WORKERS agents each)}: $(summary "$scratch/round$1-rank0")"
 }
 
-echo "PongDeterministic-v4, universe, GA3C, --lr 3e-4, $minutes min a run; $(nproc) cores; load average $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "PongDeterministic-v4, universe, GA3C, --lr 3e-4, $minutes min a run at most; $cores cores; load average $(cut -d' ' -f1-3 /proc/loadavg)"
 for round in $(seq "$from_round" "$rounds"); do
     if ((round % 2 == 1)); then
         if runs one; then one_process "$round"; fi
-        if runs ranks; then two_ranks "$round"; fi
+        if runs ranks; then ranks "$round"; fi
     else
-        if runs ranks; then two_ranks "$round"; fi
+        if runs ranks; then ranks "$round"; fi
         if runs one; then one_process "$round"; fi
     fi
 done
