@@ -69,16 +69,9 @@ fn rank_zero_times(plan: Vec<(usize, Round)>) -> Vec<f64> {
         .map(|rank| {
             let plan = plan.clone();
             std::thread::spawn(move || {
-                let launch = Launch {
-                    rank,
-                    world_size: 2,
-                    store_host: "127.0.0.1".into(),
-                    store_port: port,
-                    serves_store: rank == 0,
-                    local_rank: 0,
-                };
                 let mut group =
-                    Group::join(&launch, Duration::from_secs(30)).expect("the ranks meet");
+                    Group::join(&Launch::loopback(rank, 2, port), Duration::from_secs(30))
+                        .expect("the ranks meet");
                 plan.iter().map(|&(length, round)| round_ms(&mut group, length, round)).collect()
             })
         })

@@ -59,6 +59,22 @@ fn wait_within(child: &mut Child, limit: Duration, what: &str) -> std::process::
     }
 }
 
+/// Reads every rank's output as it comes (a full pipe would stop a rank), waits up to
+/// `limit` for each to end, and asserts that each ended successfully; their stdout and
+/// stderr, in rank order.
+fn ended_successfully(mut ranks: Vec<Child>, limit: Duration) -> Vec<(String, String)> {
+    let outputs: Vec<(Lines, Lines)> =
+        ranks.iter_mut().map(|child| (Lines::stdout(child), Lines::stderr(child))).collect();
+    let statuses: Vec<_> =
+        ranks.iter_mut().map(|child| wait_within(child, limit, "a rank")).collect();
+    let outputs: Vec<(String, String)> =
+        outputs.into_iter().map(|(out, err)| (out.all(), err.all())).collect();
+    for (status, (stdout, stderr)) in statuses.iter().zip(&outputs) {
+        assert!(status.success(), "{stdout}\n{stderr}");
+    }
+    outputs
+}
+
 /// Two ranks of one CartPole worker each train one model: every sync checks that
 /// they agreed on the same weights, --max-steps counts both ranks' steps, rank 0
 /// alone writes the checkpoint (with the summed counters) and the game log, and both
@@ -81,19 +97,9 @@ fn two_ranks_train_one_model() {
         assert!(line.contains("built without training across machines"), "{line}");
         return;
     }
-    let mut ranks: Vec<Child> =
+    let ranks: Vec<Child> =
         (0..2).map(|rank| start_rank(&scratches[rank], rank, port, &args)).collect();
-    let outputs: Vec<(Lines, Lines)> =
-        ranks.iter_mut().map(|child| (Lines::stdout(child), Lines::stderr(child))).collect();
-    let statuses: Vec<_> = ranks
-        .iter_mut()
-        .map(|child| wait_within(child, Duration::from_secs(90), "a rank"))
-        .collect();
-    let outputs: Vec<(String, String)> =
-        outputs.into_iter().map(|(out, err)| (out.all(), err.all())).collect();
-    for (status, (stdout, stderr)) in statuses.iter().zip(&outputs) {
-        assert!(status.success(), "{stdout}\n{stderr}");
-    }
+    let outputs = ended_successfully(ranks, Duration::from_secs(90));
     assert!(outputs[0].0.contains("reached --max-steps"), "{}", outputs[0].0);
     assert!(outputs[1].0.contains("over all ranks"), "{}", outputs[1].0);
     let saved = saved_agent_steps(&scratches[0].path("trained_models/CartPole-v1.json"));
@@ -127,7 +133,7 @@ fn two_ranks_train_an_outside_environment() {
     ]
     .map(String::from)
     .to_vec();
-    let mut ranks: Vec<Child> = (0..2)
+    let ranks: Vec<Child> = (0..2)
         .map(|rank| {
             rank_command(&scratches[rank], rank, port, &args)
                 .envs(gymnasium_vars())
@@ -135,15 +141,7 @@ fn two_ranks_train_an_outside_environment() {
                 .expect("start the a3g binary")
         })
         .collect();
-    let outputs: Vec<(Lines, Lines)> =
-        ranks.iter_mut().map(|child| (Lines::stdout(child), Lines::stderr(child))).collect();
-    let statuses: Vec<_> = ranks
-        .iter_mut()
-        .map(|child| wait_within(child, Duration::from_secs(120), "a rank"))
-        .collect();
-    for (status, (stdout, stderr)) in statuses.iter().zip(outputs) {
-        assert!(status.success(), "{}\n{}", stdout.all(), stderr.all());
-    }
+    ended_successfully(ranks, Duration::from_secs(120));
     let saved = saved_agent_steps(&scratches[0].path("trained_models/gym:CartPole-v1.json"));
     assert!(saved >= 3000, "{saved}");
     scratches.iter().for_each(assert_no_env_host_left);

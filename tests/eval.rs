@@ -420,15 +420,7 @@ fn shipped_breakout_model_scores_51() {
 /// so both seeds README's Results name play the same games.
 #[test]
 fn shipped_spaceinvaders_model_plays_as_shipped() {
-    let scratch = Scratch::new("eval-shipped-spaceinvaders");
-    for seed in ["1", "2"] {
-        let summary = evaluate_shipped(&scratch, "SpaceInvadersDeterministic-v4", "2", seed);
-        assert_eq!(
-            summary["rewards"],
-            serde_json::json!([680.0, 1015.0]),
-            "seed {seed}: {summary}"
-        );
-    }
+    assert_first_games_as_shipped("SpaceInvadersDeterministic-v4", [680.0, 1015.0]);
 }
 
 /// The MsPacmanDeterministic-v4 model shipped in trained_models/ (--model universe,
@@ -436,15 +428,7 @@ fn shipped_spaceinvaders_model_plays_as_shipped() {
 /// 1,110 points), with both seeds README's Results name.
 #[test]
 fn shipped_mspacman_model_plays_as_shipped() {
-    let scratch = Scratch::new("eval-shipped-mspacman");
-    for seed in ["1", "2"] {
-        let summary = evaluate_shipped(&scratch, "MsPacmanDeterministic-v4", "2", seed);
-        assert_eq!(
-            summary["rewards"],
-            serde_json::json!([810.0, 1110.0]),
-            "seed {seed}: {summary}"
-        );
-    }
+    assert_first_games_as_shipped("MsPacmanDeterministic-v4", [810.0, 1110.0]);
 }
 
 /// The Pendulum-v1 model shipped in trained_models/ still plays as README's Results
@@ -459,6 +443,16 @@ fn shipped_pendulum_model_scores_as_in_the_readme() {
     assert_eq!(summary["episodes"], 100);
     let mean = summary["mean"].as_f64().unwrap();
     assert!(mean >= -218.89 - 2.0 * 16.1, "{summary}");
+}
+
+/// `env`'s model shipped in trained_models/ plays its first two games for `scores`
+/// with both seeds README's Results name.
+fn assert_first_games_as_shipped(env: &str, scores: [f64; 2]) {
+    let scratch = Scratch::new(&format!("eval-shipped-{env}"));
+    for seed in ["1", "2"] {
+        let summary = evaluate_shipped(&scratch, env, "2", seed);
+        assert_eq!(summary["rewards"], serde_json::json!(scores), "seed {seed}: {summary}");
+    }
 }
 
 /// 100 games with seed 1 of `env`'s model shipped in trained_models/ score at least

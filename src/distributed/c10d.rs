@@ -403,17 +403,6 @@ mod tests {
         TcpListener::bind("127.0.0.1:0").and_then(|listener| listener.local_addr()).unwrap().port()
     }
 
-    fn launch(rank: usize, port: u16) -> Launch {
-        Launch {
-            rank,
-            world_size: 2,
-            store_host: "127.0.0.1".into(),
-            store_port: port,
-            serves_store: rank == 0,
-            local_rank: 0,
-        }
-    }
-
     /// Two ranks on 127.0.0.1 join, sum a vector, take rank 0's bytes and gather a
     /// value each, then three each, through c10d's store and Gloo.
     #[test]
@@ -422,7 +411,8 @@ mod tests {
         let ranks: Vec<_> = (0..2)
             .map(|rank| {
                 std::thread::spawn(move || {
-                    let mut group = Group::join(&launch(rank, port), Duration::from_secs(20))?;
+                    let mut group =
+                        Group::join(&Launch::loopback(rank, 2, port), Duration::from_secs(20))?;
                     let mut values = vec![rank as f32 + 1.0, 10.0 * rank as f32];
                     group.all_reduce_sum(&mut values)?;
                     let mut bytes = if rank == 0 { b"model".to_vec() } else { vec![0; 5] };
@@ -447,7 +437,8 @@ mod tests {
     #[test]
     fn a_missing_peer_is_an_error_within_the_timeout() {
         let started = std::time::Instant::now();
-        let error = match Group::join(&launch(0, free_port()), Duration::from_secs(2)) {
+        let error = match Group::join(&Launch::loopback(0, 2, free_port()), Duration::from_secs(2))
+        {
             Ok(_) => panic!("joined a group of two alone"),
             Err(error) => error.to_string(),
         };

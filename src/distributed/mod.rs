@@ -49,6 +49,19 @@ pub struct Launch {
 }
 
 impl Launch {
+    /// Rank `rank` of `world_size` on this machine, rank 0 serving the store on
+    /// 127.0.0.1:`port`: the world that tests and benchmarks make in one process.
+    pub fn loopback(rank: usize, world_size: usize, port: u16) -> Launch {
+        Launch {
+            rank,
+            world_size,
+            store_host: "127.0.0.1".into(),
+            store_port: port,
+            serves_store: rank == 0,
+            local_rank: 0,
+        }
+    }
+
     /// Reads the variables a launcher sets: torchrun's (RANK, WORLD_SIZE), then
     /// Slurm's (SLURM_PROCID, SLURM_NTASKS), then Open MPI's (OMPI_COMM_WORLD_RANK,
     /// OMPI_COMM_WORLD_SIZE), each with MASTER_ADDR, and MASTER_PORT defaulting to
