@@ -10,7 +10,7 @@
 #
 # Usage: benches/ranks_learning.sh [ROUNDS [SEED]]   (defaults 3 rounds, seed 1)
 #   RANKS="1 2 4 8" measures each of these N (default 2); N=1 runs the one process alone.
-#   SYNC_INTERVAL=S syncs the ranks every S seconds (default 1, a3g's default).
+#   SYNC_INTERVAL=S syncs the ranks every S seconds (default: a3g's, 1 s at 2 ranks, 0.2 s at 3 or more).
 #   SYNC_MERGE="sum mean" runs the ranks once per merge (default sum, a3g's default).
 #   RANK_LR=sqrt|linear gives N ranks --lr 1e-3 / sqrt(N) or / N (default: 1e-3, as the one process).
 #   ONLY=one|ranks runs one side; MAX_STEPS caps every run (default 3000000).
@@ -18,7 +18,7 @@ set -euo pipefail
 root="$(cd "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/.." && pwd)"
 rounds=${1:-3}
 seed=${2:-1}
-interval=${SYNC_INTERVAL:-1}
+interval=${SYNC_INTERVAL:-}
 read -r -a rank_counts <<<"${RANKS:-2}"
 read -r -a merges <<<"${SYNC_MERGE:-sum}"
 rank_lr=${RANK_LR:-same}
@@ -74,7 +74,7 @@ ranks() { # SEED N MERGE
         rm -rf "$dir" && mkdir -p "$dir"
         (cd "$dir" && RANK=$rank WORLD_SIZE=$2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port \
             exec "$a3g" "${recipe[@]}" --lr "$rank_lr_value" --seed "$1" --workers 1 \
-            --sync-interval "$interval" --sync-merge "$3" >out.log 2>err.log) &
+            ${interval:+--sync-interval "$interval"} --sync-merge "$3" >out.log 2>err.log) &
         echo $! >>"$scratch/pids"
     done
     wait
@@ -93,7 +93,7 @@ round_of() { # SEED N RANKS_FIRST
 }
 
 echo "CartPole-v1 to --stop-at-mean 475: one process of N workers against N ranks of 1 worker" \
-    "(${merges[*]}; ranks' --lr $ranks_lr_rule) syncing every $interval s, N in ${rank_counts[*]}; $(nproc) cores"
+    "(${merges[*]}; ranks' --lr $ranks_lr_rule) syncing ${interval:+every $interval s}${interval:-at the default interval}, N in ${rank_counts[*]}; $(nproc) cores"
 for round in $(seq 1 "$rounds"); do
     run_seed=$((seed + round))
     for n in "${rank_counts[@]}"; do

@@ -219,13 +219,6 @@ fn default_confirm_games() -> u32 {
     DEFAULT_CONFIRM_GAMES
 }
 
-/// --sync-interval's default, in seconds.
-pub const DEFAULT_SYNC_INTERVAL: f64 = 1.0;
-
-fn default_sync_interval() -> f64 {
-    DEFAULT_SYNC_INTERVAL
-}
-
 fn default_sync_merge() -> SyncMerge {
     SyncMerge::Sum
 }
@@ -413,10 +406,12 @@ pub struct TrainArgs {
 
     /// Across machines (a launcher's RANK and WORLD_SIZE, or Slurm's or Open MPI's
     /// variables; docs/distributed.md): seconds between the ranks' syncs, each of
-    /// which merges their changes to the model (--sync-merge) and sums their counters.
-    #[arg(long, default_value_t = DEFAULT_SYNC_INTERVAL, value_parser = parse_status_interval, allow_negative_numbers = true, help_heading = "Across machines")]
-    #[serde(default = "default_sync_interval")]
-    pub sync_interval: f64,
+    /// which merges their changes to the model (--sync-merge) and sums their counters
+    /// [default: 1 at two ranks, 0.2 at three or more, whose copies drift further apart
+    /// between syncs; docs/distributed.md, "At N ranks"].
+    #[arg(long, value_parser = parse_status_interval, allow_negative_numbers = true, help_heading = "Across machines")]
+    #[serde(default)]
+    pub sync_interval: Option<f64>,
     /// How each sync combines the ranks' changes since the last one (docs/distributed.md,
     /// "Sum or mean").
     #[arg(long, value_enum, default_value_t = default_sync_merge(), help_heading = "Across machines")]

@@ -367,6 +367,26 @@ fn a_sync_interval_over_half_the_timeout_is_refused() {
     };
     let line = assert_one_line_error(&run(&["--sync-interval", "40", "--sync-timeout", "60"]));
     assert!(line.contains("--sync-interval 40 is more than half of --sync-timeout 60"), "{line}");
+    let line = assert_one_line_error(&run(&["--sync-timeout", "1"]));
+    assert!(
+        line.contains("--sync-interval 1 (the default at 2 ranks) is more than half of --sync-timeout 1"),
+        "{line}"
+    );
+}
+
+/// Without --sync-interval, four ranks sync every 0.2 s rather than every second: a
+/// lone rank 0 of four with --sync-timeout 1 passes the interval's check and waits
+/// for the others, where one of two is refused (above).
+#[test]
+#[cfg_attr(not(a3g_c10d), ignore = "this build has no c10d (no gloo headers at set-up)")]
+fn more_ranks_sync_more_often_by_default() {
+    let scratch = Scratch::new("sync-default");
+    let port = free_port().to_string();
+    let vars =
+        [("RANK", "0"), ("WORLD_SIZE", "4"), ("MASTER_ADDR", "127.0.0.1"), ("MASTER_PORT", &port)];
+    let args = small_cartpole(&["--sync-timeout", "1"]);
+    let line = assert_one_line_error(&scratch.a3g_with_env(&args, &vars));
+    assert!(line.contains("not all 4 ranks joined within 1 s"), "{line}");
 }
 
 /// Runs one rank of a world whose other ranks are not started (rank `rank` of

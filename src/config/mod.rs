@@ -24,7 +24,7 @@ use crate::cli::{
 };
 use crate::console;
 use crate::device;
-use crate::distributed::{c10d, Launch, ModelSum, SyncMerge};
+use crate::distributed::{c10d, default_sync_interval, Launch, ModelSum, SyncMerge};
 use crate::env::{self, atari::AtariId, Crop, CropTable, Env, EnvOptions, Screen};
 use crate::error::{Error, Result};
 use crate::ga3c::settings::{ga3c_agents_per_core, Ga3cConfig};
@@ -308,14 +308,21 @@ impl<'a> TrainPlan<'a> {
         }
         let devices = device::select_list(&args.gpu_ids)?;
         let launch = Launch::of_this_process()?;
-        if launch.is_some() && args.sync_interval * 2.0 > args.sync_timeout {
+        if let Some(launch) = &launch {
+            let interval = sync_interval(args, launch).as_secs_f64();
             // A rank that stops enters the next sync up to an interval before the
             // others, and must not give up on them meanwhile.
-            return Err(Error::BadArguments(format!(
-                "--sync-interval {} is more than half of --sync-timeout {}; a stopping rank would give up \
-                 on the others before they sync: lower the interval or raise the timeout",
-                args.sync_interval, args.sync_timeout
-            )));
+            if interval * 2.0 > args.sync_timeout {
+                let whose = match args.sync_interval {
+                    Some(_) => String::new(),
+                    None => format!(" (the default at {} ranks)", launch.world_size),
+                };
+                return Err(Error::BadArguments(format!(
+                    "--sync-interval {interval}{whose} is more than half of --sync-timeout {}; a stopping rank \
+                     would give up on the others before they sync: lower the interval or raise the timeout",
+                    args.sync_timeout
+                )));
+            }
         }
         if let Some(min_std) = args.min_std {
             if !MIN_STD_RANGE.contains(&min_std) {
@@ -491,8 +498,8 @@ impl<'a> TrainPlan<'a> {
             measure_input_norm: lacks_input_norm,
             notes,
             distributed: launch.map(|launch| DistributedConfig {
+                sync_interval: sync_interval(args, &launch),
                 launch,
-                sync_interval: Duration::from_secs_f64(args.sync_interval),
                 sync_merge: args.sync_merge,
                 sync_timeout: Duration::from_secs_f64(args.sync_timeout),
                 model_sum,
@@ -697,6 +704,13 @@ impl EvalConfig {
 /// Refuses a run that would replace a model it did not start from: a fresh run, or
 /// one resumed from another folder, aimed at a folder that already holds a checkpoint
 /// of its env (called unless --overwrite says so).
+/// The seconds between this rank's syncs: --sync-interval, or the default for the
+/// world's size.
+fn sync_interval(args: &TrainArgs, launch: &Launch) -> Duration {
+    args.sync_interval
+        .map_or_else(|| default_sync_interval(launch.world_size), Duration::from_secs_f64)
+}
+
 fn refuse_to_replace(dir: &Path, env: &str) -> Result<()> {
     let files = checkpoint::CheckpointFiles::new(dir, env);
     let previous = checkpoint::CheckpointFiles::previous(dir, env);
