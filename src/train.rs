@@ -107,8 +107,7 @@ pub fn run(args: &TrainArgs) -> Result<()> {
                 shared.handle(),
                 monitor.counters.clone(),
                 peers.clone(),
-                distributed.sync_interval,
-                distributed.sync_merge,
+                distributed,
                 config.run.step_budget,
             )?;
             monitor.count_rates_from_now();

@@ -369,7 +369,9 @@ fn a_sync_interval_over_half_the_timeout_is_refused() {
     assert!(line.contains("--sync-interval 40 is more than half of --sync-timeout 60"), "{line}");
     let line = assert_one_line_error(&run(&["--sync-timeout", "1"]));
     assert!(
-        line.contains("--sync-interval 1 (the default at 2 ranks) is more than half of --sync-timeout 1"),
+        line.contains(
+            "--sync-interval 1 (the default at 2 ranks) is more than half of --sync-timeout 1"
+        ),
         "{line}"
     );
 }

@@ -9,8 +9,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::c10d::Group;
-use super::sync::{SyncMerge, SyncPoint};
+use super::sync::SyncPoint;
+use super::SyncInterval;
 use crate::checkpoint::Sidecar;
+use crate::config::DistributedConfig;
 use crate::counters::TrainingCounters;
 use crate::error::{Error, Result};
 use crate::shared::SharedModel;
@@ -126,7 +128,13 @@ pub struct RankSync {
     current: Vec<f32>,
     counters: Arc<TrainingCounters>,
     peers: Arc<PeerCounters>,
-    interval: Duration,
+    interval: SyncInterval,
+    /// The longest a default interval grows to: half of --sync-timeout, so that a
+    /// rank entering its last sync an interval early does not give up on the others.
+    longest_interval: Duration,
+    /// How long this rank's last sum of the model took, and the slowest rank's.
+    last_sum: Duration,
+    slowest_sum: Duration,
     /// What the summed changes are scaled by (--sync-merge).
     share: f32,
     /// --max-steps over all ranks.
@@ -141,8 +149,7 @@ impl RankSync {
         shared: SharedModel,
         counters: Arc<TrainingCounters>,
         peers: Arc<PeerCounters>,
-        interval: Duration,
-        merge: SyncMerge,
+        distributed: &DistributedConfig,
         step_budget: u64,
     ) -> Result<Self> {
         let mut weights = vec![0.0f32; shared.numel()];
@@ -154,7 +161,7 @@ impl RankSync {
             shared.write_flat(&weights);
         }
         let length = weights.len();
-        let share = merge.share(group.world_size);
+        let share = distributed.sync_merge.share(group.world_size);
         let mut sync = RankSync {
             group,
             shared,
@@ -163,7 +170,10 @@ impl RankSync {
             current: vec![0.0; length],
             counters,
             peers,
-            interval,
+            interval: distributed.sync_interval,
+            longest_interval: distributed.sync_timeout / 2,
+            last_sum: Duration::ZERO,
+            slowest_sum: Duration::ZERO,
             share,
             step_budget,
         };
@@ -178,7 +188,7 @@ impl RankSync {
     /// in before it ends, so the ranks end on the same agreed model.
     pub fn run(mut self, stop: &Stop) -> Result<()> {
         loop {
-            let next = Instant::now() + self.interval;
+            let next = Instant::now() + self.interval.next(self.slowest_sum, self.longest_interval);
             while !stop.requested() {
                 let left = next.saturating_duration_since(Instant::now());
                 if left.is_zero() {
@@ -220,9 +230,13 @@ impl RankSync {
         let mut values = vec![stop_code(stop.reason().as_ref())];
         values.extend(mine.iter().map(|&count| i64::try_from(count).unwrap_or(i64::MAX)));
         values.push(self.agreed_digest() as i64);
+        values.push(i64::try_from(self.last_sum.as_micros()).unwrap_or(i64::MAX));
         let gathered = self.group.all_gather_many(&values)?;
         let digests: Vec<i64> = gathered.iter().map(|rank| rank[1 + own.len()]).collect();
         check_digests(&digests)?;
+        let slowest_micros =
+            gathered.iter().map(|rank| rank[2 + own.len()].max(0)).max().unwrap_or(0);
+        self.slowest_sum = Duration::from_micros(slowest_micros as u64);
         for (index, (peer, &mine)) in peers.iter().zip(&mine).enumerate() {
             let total: u64 = gathered.iter().map(|rank| rank[1 + index].max(0) as u64).sum();
             peer.store(total.saturating_sub(mine), Ordering::Relaxed);
@@ -239,7 +253,11 @@ impl RankSync {
     fn sync_model(&mut self) -> Result<()> {
         self.shared.read_flat(&mut self.current);
         self.point.change_since(&self.current, &mut self.change);
+        // Timed from after the gather, which the ranks leave together, so that a
+        // rank's wait for a slower one is not counted as the sum's cost.
+        let started = Instant::now();
         self.group.all_reduce_sum(&mut self.change)?;
+        self.last_sum = started.elapsed();
         self.point.agree(&mut self.change, self.share);
         self.shared.add_flat(&self.change);
         Ok(())
