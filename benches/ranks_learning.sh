@@ -19,6 +19,7 @@ root="$(cd "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/.." && pwd)"
 rounds=${1:-3}
 seed=${2:-1}
 interval=${SYNC_INTERVAL:-}
+interval_said=${interval:+every $interval s}
 read -r -a rank_counts <<<"${RANKS:-2}"
 read -r -a merges <<<"${SYNC_MERGE:-sum}"
 rank_lr=${RANK_LR:-same}
@@ -93,7 +94,7 @@ round_of() { # SEED N RANKS_FIRST
 }
 
 echo "CartPole-v1 to --stop-at-mean 475: one process of N workers against N ranks of 1 worker" \
-    "(${merges[*]}; ranks' --lr $ranks_lr_rule) syncing ${interval:+every $interval s}${interval:-at the default interval}, N in ${rank_counts[*]}; $(nproc) cores"
+    "(${merges[*]}; ranks' --lr $ranks_lr_rule) syncing ${interval_said:-at the default interval}, N in ${rank_counts[*]}; $(nproc) cores"
 for round in $(seq 1 "$rounds"); do
     run_seed=$((seed + round))
     for n in "${rank_counts[@]}"; do

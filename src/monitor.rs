@@ -541,13 +541,16 @@ struct Status {
     entropy: f64,
     /// Milliseconds per update in each phase.
     phase_milliseconds: Vec<(&'static str, f64)>,
+    /// In a run across machines: this rank's syncs a second, and milliseconds a merge
+    /// of the model took (none where it made no sync).
+    syncs: Option<(f64, Option<f64>)>,
 }
 
 impl Status {
     fn line(&self) -> String {
         let phases: Vec<String> =
             self.phase_milliseconds.iter().map(|(name, ms)| format!("{name} {ms:.2}")).collect();
-        format!(
+        let mut line = format!(
             "{}, emulator frames {}, {:.0} steps/s, {:.0} frames/s, {:.1} updates/s, \
              skipped updates {}, policy loss {}, value loss {}, entropy {}, ms per update: {}",
             game_log::status_line_start(self.elapsed, self.agent_steps),
@@ -560,7 +563,14 @@ impl Status {
             loss(self.value_loss),
             loss(self.entropy),
             phases.join(", "),
-        )
+        );
+        if let Some((per_second, merge_milliseconds)) = self.syncs {
+            line += &format!(", {per_second:.1} syncs/s");
+            if let Some(milliseconds) = merge_milliseconds {
+                line += &format!(" ({milliseconds:.2} ms a merge)");
+            }
+        }
+        line
     }
 }
 
@@ -584,6 +594,8 @@ struct StatusClock {
     last_attempts: u64,
     last_losses: [f64; 3],
     last_phases: [(&'static str, u64); 5],
+    /// This rank's syncs and the nanoseconds their merges took, in a run across machines.
+    last_syncs: (u64, u64),
     /// Whether an update plays its own rollout: GA3C's agents play apart from its
     /// updates, so its status lines leave that phase out rather than show 0.
     updates_play: bool,
@@ -603,6 +615,7 @@ impl StatusClock {
             last_attempts: attempts(counters),
             last_losses: loss_sums(counters),
             last_phases: counters.phases.totals(),
+            last_syncs: syncs(peers),
         }
     }
 
@@ -627,6 +640,9 @@ impl StatusClock {
         let phases = counters.phases.totals();
         let kept = (updates - self.last_updates) as f64;
         let mean_loss = |index: usize| (losses[index] - self.last_losses[index]) / kept;
+        let sync_totals = syncs(peers);
+        let (synced, merge_nanos) =
+            (sync_totals.0 - self.last_syncs.0, sync_totals.1 - self.last_syncs.1);
         let status = Status {
             elapsed: self.started.elapsed(),
             agent_steps: steps,
@@ -647,12 +663,24 @@ impl StatusClock {
                     (*name, (total - before) as f64 / 1e6 / updates)
                 })
                 .collect(),
+            syncs: peers.map(|_| {
+                let merge = (synced > 0).then(|| merge_nanos as f64 / 1e6 / synced as f64);
+                (synced as f64 / seconds, merge)
+            }),
         };
         (self.last, self.last_steps, self.last_frames, self.last_updates) =
             (Instant::now(), steps, frames, updates);
         (self.last_attempts, self.last_losses, self.last_phases) = (attempted, losses, phases);
+        self.last_syncs = sync_totals;
         status
     }
+}
+
+/// This rank's syncs so far and the nanoseconds their merges took (none on one machine).
+fn syncs(peers: Option<&PeerCounters>) -> (u64, u64) {
+    peers.map_or((0, 0), |peers| {
+        (peers.syncs.load(Ordering::Relaxed), peers.merge_nanos.load(Ordering::Relaxed))
+    })
 }
 
 /// Updates attempted so far, kept or skipped: what the phase times are summed over.

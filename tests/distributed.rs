@@ -83,8 +83,16 @@ fn ended_successfully(mut ranks: Vec<Child>, limit: Duration) -> Vec<(String, St
 fn two_ranks_train_one_model() {
     let scratches = [Scratch::new("rank0"), Scratch::new("rank1")];
     let port = free_port();
-    let args =
-        small_cartpole(&["--max-steps", "4000", "--sync-interval", "0.2", "--sync-timeout", "30"]);
+    let args = small_cartpole(&[
+        "--max-steps",
+        "4000",
+        "--sync-interval",
+        "0.2",
+        "--sync-timeout",
+        "30",
+        "--status-interval",
+        "0.5",
+    ]);
     if !cfg!(a3g_c10d) {
         let run = scratches[0].a3g_with_env(
             &args,
@@ -102,6 +110,20 @@ fn two_ranks_train_one_model() {
     let outputs = ended_successfully(ranks, Duration::from_secs(90));
     assert!(outputs[0].0.contains("reached --max-steps"), "{}", outputs[0].0);
     assert!(outputs[1].0.contains("over all ranks"), "{}", outputs[1].0);
+    // Every status line of a rank tells how often it synced and what a merge cost.
+    for (stdout, _) in &outputs {
+        let rates: Vec<f64> = stdout
+            .lines()
+            .filter(|line| line.contains("agent steps") && line.contains("steps/s"))
+            .map(|line| {
+                let before = line.split(" syncs/s").next().filter(|part| part.len() < line.len());
+                let rate = before.and_then(|part| part.rsplit(' ').next()?.parse().ok());
+                rate.unwrap_or_else(|| panic!("no syncs/s in a status line: {line}"))
+            })
+            .collect();
+        assert!(!rates.is_empty(), "{stdout}");
+        assert!(rates.iter().any(|&rate| rate > 0.0), "{rates:?}");
+    }
     let saved = saved_agent_steps(&scratches[0].path("trained_models/CartPole-v1.json"));
     assert!(saved >= 4000, "{saved}");
     assert!(scratches[0].path("logs/CartPole-v1_log").exists());
@@ -376,7 +398,7 @@ fn a_sync_interval_over_half_the_timeout_is_refused() {
     );
 }
 
-/// Without --sync-interval, four ranks sync every 0.2 s rather than every second: a
+/// Without --sync-interval, four ranks sync every 0.05 s rather than every second: a
 /// lone rank 0 of four with --sync-timeout 1 passes the interval's check and waits
 /// for the others, where one of two is refused (above).
 #[test]

@@ -10,7 +10,6 @@ use std::time::{Duration, Instant};
 
 use super::c10d::Group;
 use super::sync::SyncPoint;
-use super::SyncInterval;
 use crate::checkpoint::Sidecar;
 use crate::config::DistributedConfig;
 use crate::counters::TrainingCounters;
@@ -19,12 +18,16 @@ use crate::shared::SharedModel;
 use crate::stop::{Stop, StopReason};
 
 /// What the other ranks had counted at the last sync, added to this rank's own counts
-/// in status lines and checked against `--max-steps`.
+/// in status lines and checked against `--max-steps`; and this rank's syncs so far
+/// with the nanoseconds its merges of the model took, which status lines turn into a
+/// rate and a cost.
 #[derive(Debug, Default)]
 pub struct PeerCounters {
     pub agent_steps: AtomicU64,
     pub env_frames: AtomicU64,
     pub updates: AtomicU64,
+    pub syncs: AtomicU64,
+    pub merge_nanos: AtomicU64,
 }
 
 /// Checks that every rank trains what rank 0 trains: `settings` is this rank's
@@ -128,13 +131,7 @@ pub struct RankSync {
     current: Vec<f32>,
     counters: Arc<TrainingCounters>,
     peers: Arc<PeerCounters>,
-    interval: SyncInterval,
-    /// The longest a default interval grows to: half of --sync-timeout, so that a
-    /// rank entering its last sync an interval early does not give up on the others.
-    longest_interval: Duration,
-    /// How long this rank's last sum of the model took, and the slowest rank's.
-    last_sum: Duration,
-    slowest_sum: Duration,
+    interval: Duration,
     /// What the summed changes are scaled by (--sync-merge).
     share: f32,
     /// --max-steps over all ranks.
@@ -171,9 +168,6 @@ impl RankSync {
             counters,
             peers,
             interval: distributed.sync_interval,
-            longest_interval: distributed.sync_timeout / 2,
-            last_sum: Duration::ZERO,
-            slowest_sum: Duration::ZERO,
             share,
             step_budget,
         };
@@ -188,7 +182,7 @@ impl RankSync {
     /// in before it ends, so the ranks end on the same agreed model.
     pub fn run(mut self, stop: &Stop) -> Result<()> {
         loop {
-            let next = Instant::now() + self.interval.next(self.slowest_sum, self.longest_interval);
+            let next = Instant::now() + self.interval;
             while !stop.requested() {
                 let left = next.saturating_duration_since(Instant::now());
                 if left.is_zero() {
@@ -230,13 +224,9 @@ impl RankSync {
         let mut values = vec![stop_code(stop.reason().as_ref())];
         values.extend(mine.iter().map(|&count| i64::try_from(count).unwrap_or(i64::MAX)));
         values.push(self.agreed_digest() as i64);
-        values.push(i64::try_from(self.last_sum.as_micros()).unwrap_or(i64::MAX));
         let gathered = self.group.all_gather_many(&values)?;
         let digests: Vec<i64> = gathered.iter().map(|rank| rank[1 + own.len()]).collect();
         check_digests(&digests)?;
-        let slowest_micros =
-            gathered.iter().map(|rank| rank[2 + own.len()].max(0)).max().unwrap_or(0);
-        self.slowest_sum = Duration::from_micros(slowest_micros as u64);
         for (index, (peer, &mine)) in peers.iter().zip(&mine).enumerate() {
             let total: u64 = gathered.iter().map(|rank| rank[1 + index].max(0) as u64).sum();
             peer.store(total.saturating_sub(mine), Ordering::Relaxed);
@@ -251,15 +241,17 @@ impl RankSync {
     /// Merges the ranks' changes to the model. That every rank agreed on the same
     /// weights is checked at the next exchange (or, at the last sync, right after).
     fn sync_model(&mut self) -> Result<()> {
+        // Timed from the end of the gather, which the ranks leave together, so that
+        // the status lines' cost of a merge leaves out a rank's wait for a slower one.
+        let started = Instant::now();
         self.shared.read_flat(&mut self.current);
         self.point.change_since(&self.current, &mut self.change);
-        // Timed from after the gather, which the ranks leave together, so that a
-        // rank's wait for a slower one is not counted as the sum's cost.
-        let started = Instant::now();
         self.group.all_reduce_sum(&mut self.change)?;
-        self.last_sum = started.elapsed();
         self.point.agree(&mut self.change, self.share);
         self.shared.add_flat(&self.change);
+        self.peers.syncs.fetch_add(1, Ordering::Relaxed);
+        let nanos = u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        self.peers.merge_nanos.fetch_add(nanos, Ordering::Relaxed);
         Ok(())
     }
 
