@@ -107,7 +107,8 @@ pub fn run(args: &TrainArgs) -> Result<()> {
                 shared.handle(),
                 monitor.counters.clone(),
                 peers.clone(),
-                distributed,
+                distributed.sync_interval,
+                distributed.sync_merge,
                 config.run.step_budget,
             )?;
             monitor.count_rates_from_now();

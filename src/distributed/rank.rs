@@ -9,9 +9,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::c10d::Group;
-use super::sync::SyncPoint;
+use super::sync::{SyncMerge, SyncPoint};
 use crate::checkpoint::Sidecar;
-use crate::config::DistributedConfig;
 use crate::counters::TrainingCounters;
 use crate::error::{Error, Result};
 use crate::shared::SharedModel;
@@ -146,7 +145,8 @@ impl RankSync {
         shared: SharedModel,
         counters: Arc<TrainingCounters>,
         peers: Arc<PeerCounters>,
-        distributed: &DistributedConfig,
+        interval: Duration,
+        merge: SyncMerge,
         step_budget: u64,
     ) -> Result<Self> {
         let mut weights = vec![0.0f32; shared.numel()];
@@ -158,7 +158,7 @@ impl RankSync {
             shared.write_flat(&weights);
         }
         let length = weights.len();
-        let share = distributed.sync_merge.share(group.world_size);
+        let share = merge.share(group.world_size);
         let mut sync = RankSync {
             group,
             shared,
@@ -167,7 +167,7 @@ impl RankSync {
             current: vec![0.0; length],
             counters,
             peers,
-            interval: distributed.sync_interval,
+            interval,
             share,
             step_budget,
         };
