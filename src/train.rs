@@ -109,6 +109,7 @@ pub fn run(args: &TrainArgs) -> Result<()> {
                 peers.clone(),
                 distributed.sync_interval,
                 distributed.sync_merge,
+                distributed.sync_timeout,
                 config.run.step_budget,
             )?;
             monitor.count_rates_from_now();

@@ -24,7 +24,7 @@ use crate::cli::{
 };
 use crate::console;
 use crate::device;
-use crate::distributed::{c10d, sync_interval, Launch, ModelSum, SyncMerge};
+use crate::distributed::{c10d, Launch, ModelSum, SyncInterval, SyncMerge};
 use crate::env::{self, atari::AtariId, Crop, CropTable, Env, EnvOptions, Screen};
 use crate::error::{Error, Result};
 use crate::ga3c::settings::{ga3c_agents_per_core, Ga3cConfig};
@@ -225,7 +225,7 @@ pub struct RunConfig {
 #[derive(Clone, Debug)]
 pub struct DistributedConfig {
     pub launch: Launch,
-    pub sync_interval: Duration,
+    pub sync_interval: SyncInterval,
     pub sync_merge: SyncMerge,
     pub sync_timeout: Duration,
     pub model_sum: ModelSum,
@@ -309,7 +309,8 @@ impl<'a> TrainPlan<'a> {
         let devices = device::select_list(&args.gpu_ids)?;
         let launch = Launch::of_this_process()?;
         if let Some(launch) = &launch {
-            let interval = sync_interval(args.sync_interval, launch.world_size).as_secs_f64();
+            let interval =
+                SyncInterval::new(args.sync_interval, launch.world_size).shortest().as_secs_f64();
             // A rank that stops enters the next sync up to an interval before the
             // others, and must not give up on them meanwhile.
             if interval * 2.0 > args.sync_timeout {
@@ -498,7 +499,7 @@ impl<'a> TrainPlan<'a> {
             measure_input_norm: lacks_input_norm,
             notes,
             distributed: launch.map(|launch| DistributedConfig {
-                sync_interval: sync_interval(args.sync_interval, launch.world_size),
+                sync_interval: SyncInterval::new(args.sync_interval, launch.world_size),
                 launch,
                 sync_merge: args.sync_merge,
                 sync_timeout: Duration::from_secs_f64(args.sync_timeout),
@@ -605,7 +606,7 @@ impl TrainConfig {
             json!(["the crop rows (--env-config)", self.env.crop()]),
         ];
         if let Some(distributed) = &self.distributed {
-            settings.push(json!(["--sync-interval", distributed.sync_interval.as_secs_f64()]));
+            settings.push(json!(["--sync-interval", distributed.sync_interval.setting()]));
             settings.push(json!(["--sync-timeout", distributed.sync_timeout.as_secs_f64()]));
             settings.push(json!(["--sync-merge", distributed.sync_merge]));
             settings.push(json!([

@@ -32,22 +32,68 @@ pub fn built_in_line() -> &'static str {
 /// The port torch.distributed's launchers use when MASTER_PORT is not set.
 pub const DEFAULT_PORT: u16 = 29500;
 
-/// The time between two syncs: --sync-interval if given, else the default at
-/// `world_size` ranks. Between two syncs every rank trains a copy of the model of its
-/// own, and a sync adds up changes each made on a copy that had not seen the others':
-/// the more ranks, the further apart the copies drift in the same time. On CartPole a
-/// sync every second took 1.48x one process's agent steps at two ranks (and two ranks
-/// learned Pong as fast as one process), but 6.2x at four and more than 11x at eight,
-/// where a sync every 0.2 s took 2.3x and over 3.7x (one run of six at eight ranks
-/// never reaching the goal) and every 0.05 s 1.8x and 3.2x, every run reaching it
-/// (docs/distributed.md, "At N ranks"). A sync runs beside the training threads, which
-/// keep their updates made meanwhile, so a merge that outlasts the interval only
-/// spaces the syncs by its own time.
-pub fn sync_interval(given: Option<f64>, world_size: usize) -> Duration {
-    match given {
-        Some(seconds) => Duration::from_secs_f64(seconds),
-        None if world_size <= 2 => Duration::from_secs(1),
-        None => Duration::from_millis(50),
+/// How long the ranks train between two syncs.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum SyncInterval {
+    /// --sync-interval, as given.
+    Given(Duration),
+    /// The default: `shortest`, or 20 times the processor time of the costliest
+    /// rank's last merge of the model (reading it, its part of the sum, adding to it)
+    /// when that is longer, so that the syncs take at most about 5% of a core from the
+    /// training threads: CartPole's network merges in well under a millisecond, the
+    /// reference network's 13 MB in tens. Wall time would not do: a merge spends most
+    /// of it waiting for the other ranks and the link, beside training threads that go
+    /// on meanwhile, and on a busy machine for the cores.
+    Default { shortest: Duration },
+}
+
+/// The default interval's multiple of the processor time a merge of the model took.
+const INTERVAL_PER_MERGE: u32 = 20;
+
+impl SyncInterval {
+    /// --sync-interval if given, else the default at `world_size` ranks. Between two
+    /// syncs every rank trains a copy of the model of its own, and a sync adds up
+    /// changes each made on a copy that had not seen the others': the more ranks, the
+    /// further apart the copies drift in the same time. On CartPole a sync every
+    /// second took 1.48x one process's agent steps at two ranks (and two ranks learned
+    /// Pong as fast as one process), but 6.2x at four and more than 11x at eight,
+    /// where a sync every 0.2 s took 2.3x and over 3.7x (one run of six at eight ranks
+    /// never reaching the goal) and every 0.05 s 1.8x and 3.2x, every run reaching it
+    /// (docs/distributed.md, "At N ranks").
+    pub fn new(given: Option<f64>, world_size: usize) -> Self {
+        match given {
+            Some(seconds) => SyncInterval::Given(Duration::from_secs_f64(seconds)),
+            None if world_size <= 2 => SyncInterval::Default { shortest: Duration::from_secs(1) },
+            None => SyncInterval::Default { shortest: Duration::from_millis(50) },
+        }
+    }
+
+    /// The least time between two syncs.
+    pub fn shortest(self) -> Duration {
+        match self {
+            SyncInterval::Given(interval) | SyncInterval::Default { shortest: interval } => {
+                interval
+            }
+        }
+    }
+
+    /// The time to the next sync, after a merge of the model that took `merge_cpu` of
+    /// processor time on the rank where it took most; a default never beyond `longest`.
+    pub fn next(self, merge_cpu: Duration, longest: Duration) -> Duration {
+        match self {
+            SyncInterval::Given(interval) => interval,
+            SyncInterval::Default { shortest } => {
+                shortest.max((merge_cpu * INTERVAL_PER_MERGE).min(longest))
+            }
+        }
+    }
+
+    /// How the ranks' settings check writes it.
+    pub fn setting(self) -> serde_json::Value {
+        match self {
+            SyncInterval::Given(interval) => serde_json::json!(interval.as_secs_f64()),
+            SyncInterval::Default { .. } => serde_json::json!("the default"),
+        }
     }
 }
 
@@ -271,14 +317,22 @@ mod tests {
 
     use super::*;
 
-    /// The default syncs every second at two ranks and every 0.05 s at more; a given
-    /// interval stays as given.
+    /// The default syncs every second at two ranks and every 0.05 s at more, and
+    /// lengthens to 20 times a merge's processor time, up to the longest allowed; a
+    /// given interval stays as given.
     #[test]
-    fn the_default_interval_follows_the_world() {
-        assert_eq!(sync_interval(None, 2), Duration::from_secs(1));
-        assert_eq!(sync_interval(None, 3), Duration::from_millis(50));
-        assert_eq!(sync_interval(None, 64), Duration::from_millis(50));
-        assert_eq!(sync_interval(Some(0.2), 8), Duration::from_millis(200));
+    fn the_default_interval_follows_the_world_and_the_cost_of_a_merge() {
+        let (millis, longest) = (Duration::from_millis, Duration::from_secs(30));
+        let two = SyncInterval::new(None, 2);
+        let eight = SyncInterval::new(None, 8);
+        assert_eq!(two.shortest(), millis(1000));
+        assert_eq!(eight.shortest(), millis(50));
+        assert_eq!(eight.next(millis(1), longest), millis(50));
+        assert_eq!(eight.next(millis(5), longest), millis(100));
+        assert_eq!(eight.next(millis(5000), longest), longest);
+        assert_eq!(two.next(millis(20), longest), millis(1000));
+        let given = SyncInterval::new(Some(0.2), 8);
+        assert_eq!(given.next(millis(100), longest), millis(200));
     }
 
     fn launch(vars: &[(&str, &str)]) -> Result<Option<Launch>> {

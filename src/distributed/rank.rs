@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 
 use super::c10d::Group;
 use super::sync::{SyncMerge, SyncPoint};
+use super::SyncInterval;
 use crate::checkpoint::Sidecar;
 use crate::counters::TrainingCounters;
 use crate::error::{Error, Result};
@@ -18,8 +19,8 @@ use crate::stop::{Stop, StopReason};
 
 /// What the other ranks had counted at the last sync, added to this rank's own counts
 /// in status lines and checked against `--max-steps`; and this rank's syncs so far
-/// with the nanoseconds its merges of the model took, which status lines turn into a
-/// rate and a cost.
+/// with the nanoseconds its merges of the model took, in wall and in processor time,
+/// which status lines turn into a rate and costs.
 #[derive(Debug, Default)]
 pub struct PeerCounters {
     pub agent_steps: AtomicU64,
@@ -27,6 +28,7 @@ pub struct PeerCounters {
     pub updates: AtomicU64,
     pub syncs: AtomicU64,
     pub merge_nanos: AtomicU64,
+    pub merge_cpu_nanos: AtomicU64,
 }
 
 /// Checks that every rank trains what rank 0 trains: `settings` is this rank's
@@ -130,7 +132,14 @@ pub struct RankSync {
     current: Vec<f32>,
     counters: Arc<TrainingCounters>,
     peers: Arc<PeerCounters>,
-    interval: Duration,
+    interval: SyncInterval,
+    /// The longest a default interval grows to: half of --sync-timeout, so that a
+    /// rank entering its last sync an interval early does not give up on the others.
+    longest_interval: Duration,
+    /// The processor time of this rank's last merge of the model, and of the
+    /// costliest rank's as of the last gather (the same on every rank).
+    merge_cpu: Duration,
+    costliest_merge_cpu: Duration,
     /// What the summed changes are scaled by (--sync-merge).
     share: f32,
     /// --max-steps over all ranks.
@@ -145,8 +154,9 @@ impl RankSync {
         shared: SharedModel,
         counters: Arc<TrainingCounters>,
         peers: Arc<PeerCounters>,
-        interval: Duration,
+        interval: SyncInterval,
         merge: SyncMerge,
+        timeout: Duration,
         step_budget: u64,
     ) -> Result<Self> {
         let mut weights = vec![0.0f32; shared.numel()];
@@ -168,6 +178,9 @@ impl RankSync {
             counters,
             peers,
             interval,
+            longest_interval: timeout / 2,
+            merge_cpu: Duration::ZERO,
+            costliest_merge_cpu: Duration::ZERO,
             share,
             step_budget,
         };
@@ -182,7 +195,8 @@ impl RankSync {
     /// in before it ends, so the ranks end on the same agreed model.
     pub fn run(mut self, stop: &Stop) -> Result<()> {
         loop {
-            let next = Instant::now() + self.interval;
+            let next = Instant::now()
+                + self.interval.next(self.costliest_merge_cpu, self.longest_interval);
             while !stop.requested() {
                 let left = next.saturating_duration_since(Instant::now());
                 if left.is_zero() {
@@ -224,9 +238,12 @@ impl RankSync {
         let mut values = vec![stop_code(stop.reason().as_ref())];
         values.extend(mine.iter().map(|&count| i64::try_from(count).unwrap_or(i64::MAX)));
         values.push(self.agreed_digest() as i64);
+        values.push(i64::try_from(self.merge_cpu.as_micros()).unwrap_or(i64::MAX));
         let gathered = self.group.all_gather_many(&values)?;
         let digests: Vec<i64> = gathered.iter().map(|rank| rank[1 + own.len()]).collect();
         check_digests(&digests)?;
+        let costliest = gathered.iter().map(|rank| rank[2 + own.len()].max(0)).max().unwrap_or(0);
+        self.costliest_merge_cpu = Duration::from_micros(costliest as u64);
         for (index, (peer, &mine)) in peers.iter().zip(&mine).enumerate() {
             let total: u64 = gathered.iter().map(|rank| rank[1 + index].max(0) as u64).sum();
             peer.store(total.saturating_sub(mine), Ordering::Relaxed);
@@ -243,15 +260,17 @@ impl RankSync {
     fn sync_model(&mut self) -> Result<()> {
         // Timed from the end of the gather, which the ranks leave together, so that
         // the status lines' cost of a merge leaves out a rank's wait for a slower one.
-        let started = Instant::now();
+        let (started, started_cpu) = (Instant::now(), thread_cpu_time());
         self.shared.read_flat(&mut self.current);
         self.point.change_since(&self.current, &mut self.change);
         self.group.all_reduce_sum(&mut self.change)?;
         self.point.agree(&mut self.change, self.share);
         self.shared.add_flat(&self.change);
+        self.merge_cpu = thread_cpu_time().saturating_sub(started_cpu);
+        let nanos = |time: Duration| u64::try_from(time.as_nanos()).unwrap_or(u64::MAX);
         self.peers.syncs.fetch_add(1, Ordering::Relaxed);
-        let nanos = u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX);
-        self.peers.merge_nanos.fetch_add(nanos, Ordering::Relaxed);
+        self.peers.merge_nanos.fetch_add(nanos(started.elapsed()), Ordering::Relaxed);
+        self.peers.merge_cpu_nanos.fetch_add(nanos(self.merge_cpu), Ordering::Relaxed);
         Ok(())
     }
 
@@ -261,6 +280,15 @@ impl RankSync {
             (hash ^ u64::from(value.to_bits())).wrapping_mul(0x0100_0000_01b3)
         })
     }
+}
+
+/// The processor time the calling thread has used so far.
+fn thread_cpu_time() -> Duration {
+    let mut now = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: `now` is a valid timespec for the call to fill; the thread clock exists
+    // on every Linux, and should it fail the zero it leaves reads as no time.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut now) };
+    Duration::new(now.tv_sec.max(0) as u64, now.tv_nsec.clamp(0, 999_999_999) as u32)
 }
 
 /// Refuses to go on when the ranks' digests of their agreed weights differ: ranks
