@@ -24,7 +24,10 @@ fn sources() -> Vec<(String, String)> {
         .into_iter()
         .map(|path| {
             let text = std::fs::read_to_string(&path).expect("a source file");
-            let code = text.split("#[cfg(test)]").next().unwrap_or_default().to_string();
+            // A file's tests may start threads and name any layer.
+            let tests =
+                ["#[cfg(test)]", "#[cfg(all(test"].iter().filter_map(|mark| text.find(mark)).min();
+            let code = text[..tests.unwrap_or(text.len())].to_string();
             let name = path.strip_prefix(&src).expect("under src/").to_string_lossy().into_owned();
             (name, code)
         })
@@ -55,22 +58,33 @@ fn no_clap_type_past_config() {
 }
 
 /// Every long-lived thread is started through supervisor.rs, which names and joins
-/// it and keeps its failure. The exceptions: the signal watcher (stop.rs) and the
-/// thread that starts outside environments' processes (env/gym/mod.rs), which live as
-/// long as the process, and a rank's join of the other ranks (distributed/c10d.rs),
-/// which c10d may block for ever and which nothing may wait for past its timeout.
+/// it and keeps its failure. The exceptions, one named thread each: the signal
+/// watcher (stop.rs) and the thread that starts outside environments' processes
+/// (env/gym/mod.rs), which live as long as the process, and a rank's join of the
+/// other ranks (distributed/c10d.rs), which c10d may block for ever and which nothing
+/// may wait for past its timeout.
 #[test]
 fn every_thread_starts_through_the_supervisor() {
-    let exceptions = ["supervisor.rs", "stop.rs", "env/gym/mod.rs", "distributed/c10d.rs"];
+    let exceptions = [
+        ("stop.rs", "signals"),
+        ("env/gym/mod.rs", "env spawner"),
+        ("distributed/c10d.rs", "c10d join"),
+    ];
     for (file, code) in sources() {
-        if exceptions.contains(&file.as_str()) {
+        if file == "supervisor.rs" {
             continue;
         }
-        for spawn in ["thread::spawn", "thread::Builder", "thread::scope"] {
-            assert!(
-                !code.contains(spawn),
-                "{file} starts a thread ({spawn}) outside supervisor.rs"
-            );
+        let starts: usize = ["thread::spawn", "thread::Builder", "thread::scope"]
+            .iter()
+            .map(|spawn| code.matches(spawn).count())
+            .sum();
+        match exceptions.iter().find(|(exempt, _)| *exempt == file) {
+            Some((_, thread)) => {
+                assert_eq!(starts, 1, "{file} starts threads beside its own {thread:?}");
+                let named = format!(".name(\"{thread}\".into())");
+                assert!(code.contains(&named), "{file}'s own thread is not named {thread:?}");
+            }
+            None => assert_eq!(starts, 0, "{file} starts a thread outside supervisor.rs"),
         }
     }
 }
