@@ -541,9 +541,9 @@ struct Status {
     entropy: f64,
     /// Milliseconds per update in each phase.
     phase_milliseconds: Vec<(&'static str, f64)>,
-    /// In a run across machines: this rank's syncs a second, and the milliseconds a
-    /// merge of the model took, in wall and in processor time (none where it made no
-    /// sync).
+    /// In a run across machines: this rank's syncs a second, the milliseconds a merge
+    /// of the model took and the processor milliseconds a sync took the sync thread
+    /// (none where it made no sync).
     syncs: Option<(f64, Option<(f64, f64)>)>,
 }
 
@@ -568,7 +568,7 @@ impl Status {
         if let Some((per_second, merge_milliseconds)) = self.syncs {
             line += &format!(", {per_second:.1} syncs/s");
             if let Some((wall, cpu)) = merge_milliseconds {
-                line += &format!(" ({wall:.2} ms a merge, {cpu:.2} ms of CPU)");
+                line += &format!(" ({wall:.2} ms a merge, {cpu:.2} ms of CPU a sync)");
             }
         }
         line
@@ -595,8 +595,8 @@ struct StatusClock {
     last_attempts: u64,
     last_losses: [f64; 3],
     last_phases: [(&'static str, u64); 5],
-    /// This rank's syncs and the nanoseconds their merges took (wall, processor), in a
-    /// run across machines.
+    /// This rank's syncs, the nanoseconds their merges took and their processor
+    /// nanoseconds, in a run across machines.
     last_syncs: (u64, u64, u64),
     /// Whether an update plays its own rollout: GA3C's agents play apart from its
     /// updates, so its status lines leave that phase out rather than show 0.
@@ -643,7 +643,7 @@ impl StatusClock {
         let kept = (updates - self.last_updates) as f64;
         let mean_loss = |index: usize| (losses[index] - self.last_losses[index]) / kept;
         let sync_totals = syncs(peers);
-        let (synced, merge_nanos, merge_cpu_nanos) = (
+        let (synced, merge_nanos, sync_cpu_nanos) = (
             sync_totals.0 - self.last_syncs.0,
             sync_totals.1 - self.last_syncs.1,
             sync_totals.2 - self.last_syncs.2,
@@ -671,7 +671,7 @@ impl StatusClock {
             syncs: peers.map(|_| {
                 let per_merge = |nanos: u64| nanos as f64 / 1e6 / synced as f64;
                 let merge =
-                    (synced > 0).then(|| (per_merge(merge_nanos), per_merge(merge_cpu_nanos)));
+                    (synced > 0).then(|| (per_merge(merge_nanos), per_merge(sync_cpu_nanos)));
                 (synced as f64 / seconds, merge)
             }),
         };
@@ -683,12 +683,12 @@ impl StatusClock {
     }
 }
 
-/// This rank's syncs so far and the nanoseconds their merges took, in wall and in
-/// processor time (none on one machine).
+/// This rank's syncs so far, the nanoseconds their merges took and their processor
+/// nanoseconds (none on one machine).
 fn syncs(peers: Option<&PeerCounters>) -> (u64, u64, u64) {
     peers.map_or((0, 0, 0), |peers| {
         let load = |count: &AtomicU64| count.load(Ordering::Relaxed);
-        (load(&peers.syncs), load(&peers.merge_nanos), load(&peers.merge_cpu_nanos))
+        (load(&peers.syncs), load(&peers.merge_nanos), load(&peers.sync_cpu_nanos))
     })
 }
 

@@ -37,18 +37,17 @@ pub const DEFAULT_PORT: u16 = 29500;
 pub enum SyncInterval {
     /// --sync-interval, as given.
     Given(Duration),
-    /// The default: `shortest`, or 20 times the processor time of the costliest
-    /// rank's last merge of the model (reading it, its part of the sum, adding to it)
-    /// when that is longer, so that the syncs take at most about 5% of a core from the
-    /// training threads: CartPole's network merges in well under a millisecond, the
-    /// reference network's 13 MB in tens. Wall time would not do: a merge spends most
-    /// of it waiting for the other ranks and the link, beside training threads that go
-    /// on meanwhile, and on a busy machine for the cores.
+    /// The default: `shortest`, or 20 times the processor time the costliest rank's
+    /// last sync took its sync thread (the gather and the merge of the model: reading
+    /// it, the sum, adding to it) when that is longer, so that the syncs take at most
+    /// about 5% of a core from the training threads. Wall time would not do: a sync
+    /// spends most of it waiting for the other ranks and the link, beside training
+    /// threads that go on meanwhile, and on a busy machine for the cores.
     Default { shortest: Duration },
 }
 
-/// The default interval's multiple of the processor time a merge of the model took.
-const INTERVAL_PER_MERGE: u32 = 20;
+/// The default interval's multiple of the processor time a sync took.
+const INTERVAL_PER_SYNC: u32 = 20;
 
 impl SyncInterval {
     /// --sync-interval if given, else the default at `world_size` ranks. Between two
@@ -77,13 +76,13 @@ impl SyncInterval {
         }
     }
 
-    /// The time to the next sync, after a merge of the model that took `merge_cpu` of
-    /// processor time on the rank where it took most; a default never beyond `longest`.
-    pub fn next(self, merge_cpu: Duration, longest: Duration) -> Duration {
+    /// The time to the next sync, after one that took `sync_cpu` of processor time on
+    /// the rank where it took most; a default never beyond `longest`.
+    pub fn next(self, sync_cpu: Duration, longest: Duration) -> Duration {
         match self {
             SyncInterval::Given(interval) => interval,
             SyncInterval::Default { shortest } => {
-                shortest.max((merge_cpu * INTERVAL_PER_MERGE).min(longest))
+                shortest.max((sync_cpu * INTERVAL_PER_SYNC).min(longest))
             }
         }
     }
@@ -318,10 +317,10 @@ mod tests {
     use super::*;
 
     /// The default syncs every second at two ranks and every 0.05 s at more, and
-    /// lengthens to 20 times a merge's processor time, up to the longest allowed; a
+    /// lengthens to 20 times a sync's processor time, up to the longest allowed; a
     /// given interval stays as given.
     #[test]
-    fn the_default_interval_follows_the_world_and_the_cost_of_a_merge() {
+    fn the_default_interval_follows_the_world_and_the_cost_of_a_sync() {
         let (millis, longest) = (Duration::from_millis, Duration::from_secs(30));
         let two = SyncInterval::new(None, 2);
         let eight = SyncInterval::new(None, 8);

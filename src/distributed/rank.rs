@@ -18,9 +18,9 @@ use crate::shared::SharedModel;
 use crate::stop::{Stop, StopReason};
 
 /// What the other ranks had counted at the last sync, added to this rank's own counts
-/// in status lines and checked against `--max-steps`; and this rank's syncs so far
-/// with the nanoseconds its merges of the model took, in wall and in processor time,
-/// which status lines turn into a rate and costs.
+/// in status lines and checked against `--max-steps`; and this rank's syncs so far,
+/// the nanoseconds their merges of the model took and the processor time the syncs
+/// took the sync thread, which status lines turn into a rate and costs.
 #[derive(Debug, Default)]
 pub struct PeerCounters {
     pub agent_steps: AtomicU64,
@@ -28,7 +28,7 @@ pub struct PeerCounters {
     pub updates: AtomicU64,
     pub syncs: AtomicU64,
     pub merge_nanos: AtomicU64,
-    pub merge_cpu_nanos: AtomicU64,
+    pub sync_cpu_nanos: AtomicU64,
 }
 
 /// Checks that every rank trains what rank 0 trains: `settings` is this rank's
@@ -136,10 +136,11 @@ pub struct RankSync {
     /// The longest a default interval grows to: half of --sync-timeout, so that a
     /// rank entering its last sync an interval early does not give up on the others.
     longest_interval: Duration,
-    /// The processor time of this rank's last merge of the model, and of the
-    /// costliest rank's as of the last gather (the same on every rank).
-    merge_cpu: Duration,
-    costliest_merge_cpu: Duration,
+    /// The processor time this rank's last sync took the sync thread (the gather and
+    /// the merge), and the costliest rank's as of the last gather (the same on every
+    /// rank).
+    sync_cpu: Duration,
+    costliest_sync_cpu: Duration,
     /// What the summed changes are scaled by (--sync-merge).
     share: f32,
     /// --max-steps over all ranks.
@@ -179,8 +180,8 @@ impl RankSync {
             peers,
             interval,
             longest_interval: timeout / 2,
-            merge_cpu: Duration::ZERO,
-            costliest_merge_cpu: Duration::ZERO,
+            sync_cpu: Duration::ZERO,
+            costliest_sync_cpu: Duration::ZERO,
             share,
             step_budget,
         };
@@ -195,8 +196,8 @@ impl RankSync {
     /// in before it ends, so the ranks end on the same agreed model.
     pub fn run(mut self, stop: &Stop) -> Result<()> {
         loop {
-            let next = Instant::now()
-                + self.interval.next(self.costliest_merge_cpu, self.longest_interval);
+            let next =
+                Instant::now() + self.interval.next(self.costliest_sync_cpu, self.longest_interval);
             while !stop.requested() {
                 let left = next.saturating_duration_since(Instant::now());
                 if left.is_zero() {
@@ -204,6 +205,7 @@ impl RankSync {
                 }
                 std::thread::sleep(left.min(Duration::from_millis(20)));
             }
+            let started_cpu = thread_cpu_time();
             let stopping = self.exchange_stop_and_counters(stop)?;
             if let Some((rank, code)) = stopping {
                 // Before the last sync, so that this rank's threads stop stepping
@@ -213,6 +215,9 @@ impl RankSync {
                 }
             }
             self.sync_model()?;
+            self.sync_cpu = thread_cpu_time().saturating_sub(started_cpu);
+            let nanos = u64::try_from(self.sync_cpu.as_nanos()).unwrap_or(u64::MAX);
+            self.peers.sync_cpu_nanos.fetch_add(nanos, Ordering::Relaxed);
             if stopping.is_some() {
                 // The last agreement has no next exchange to be checked in.
                 let digests = self.group.all_gather(self.agreed_digest() as i64)?;
@@ -238,12 +243,12 @@ impl RankSync {
         let mut values = vec![stop_code(stop.reason().as_ref())];
         values.extend(mine.iter().map(|&count| i64::try_from(count).unwrap_or(i64::MAX)));
         values.push(self.agreed_digest() as i64);
-        values.push(i64::try_from(self.merge_cpu.as_micros()).unwrap_or(i64::MAX));
+        values.push(i64::try_from(self.sync_cpu.as_micros()).unwrap_or(i64::MAX));
         let gathered = self.group.all_gather_many(&values)?;
         let digests: Vec<i64> = gathered.iter().map(|rank| rank[1 + own.len()]).collect();
         check_digests(&digests)?;
         let costliest = gathered.iter().map(|rank| rank[2 + own.len()].max(0)).max().unwrap_or(0);
-        self.costliest_merge_cpu = Duration::from_micros(costliest as u64);
+        self.costliest_sync_cpu = Duration::from_micros(costliest as u64);
         for (index, (peer, &mine)) in peers.iter().zip(&mine).enumerate() {
             let total: u64 = gathered.iter().map(|rank| rank[1 + index].max(0) as u64).sum();
             peer.store(total.saturating_sub(mine), Ordering::Relaxed);
@@ -260,17 +265,15 @@ impl RankSync {
     fn sync_model(&mut self) -> Result<()> {
         // Timed from the end of the gather, which the ranks leave together, so that
         // the status lines' cost of a merge leaves out a rank's wait for a slower one.
-        let (started, started_cpu) = (Instant::now(), thread_cpu_time());
+        let started = Instant::now();
         self.shared.read_flat(&mut self.current);
         self.point.change_since(&self.current, &mut self.change);
         self.group.all_reduce_sum(&mut self.change)?;
         self.point.agree(&mut self.change, self.share);
         self.shared.add_flat(&self.change);
-        self.merge_cpu = thread_cpu_time().saturating_sub(started_cpu);
-        let nanos = |time: Duration| u64::try_from(time.as_nanos()).unwrap_or(u64::MAX);
+        let nanos = u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX);
         self.peers.syncs.fetch_add(1, Ordering::Relaxed);
-        self.peers.merge_nanos.fetch_add(nanos(started.elapsed()), Ordering::Relaxed);
-        self.peers.merge_cpu_nanos.fetch_add(nanos(self.merge_cpu), Ordering::Relaxed);
+        self.peers.merge_nanos.fetch_add(nanos, Ordering::Relaxed);
         Ok(())
     }
 
