@@ -408,8 +408,8 @@ pub struct TrainArgs {
     /// variables; docs/distributed.md): seconds between the ranks' syncs, each of
     /// which merges their changes to the model (--sync-merge) and sums their counters
     /// [default: 1 at two ranks, 0.05 at three or more, whose copies drift further
-    /// apart between syncs, lengthened to 20 times a sync's CPU time; docs/distributed.md,
-    /// "At N ranks"].
+    /// apart between syncs; 20 times a sync's CPU time where that is longer, at most
+    /// half of --sync-timeout; docs/distributed.md, "At N ranks"].
     #[arg(long, value_parser = parse_status_interval, allow_negative_numbers = true, help_heading = "Across machines")]
     #[serde(default)]
     pub sync_interval: Option<f64>,

@@ -565,9 +565,9 @@ impl Status {
             loss(self.entropy),
             phases.join(", "),
         );
-        if let Some((per_second, merge_milliseconds)) = self.syncs {
+        if let Some((per_second, costs)) = self.syncs {
             line += &format!(", {per_second:.1} syncs/s");
-            if let Some((wall, cpu)) = merge_milliseconds {
+            if let Some((wall, cpu)) = costs {
                 line += &format!(" ({wall:.2} ms a merge, {cpu:.2} ms of CPU a sync)");
             }
         }
@@ -669,10 +669,9 @@ impl StatusClock {
                 })
                 .collect(),
             syncs: peers.map(|_| {
-                let per_merge = |nanos: u64| nanos as f64 / 1e6 / synced as f64;
-                let merge =
-                    (synced > 0).then(|| (per_merge(merge_nanos), per_merge(sync_cpu_nanos)));
-                (synced as f64 / seconds, merge)
+                let per_sync = |nanos: u64| nanos as f64 / 1e6 / synced as f64;
+                let costs = (synced > 0).then(|| (per_sync(merge_nanos), per_sync(sync_cpu_nanos)));
+                (synced as f64 / seconds, costs)
             }),
         };
         (self.last, self.last_steps, self.last_frames, self.last_updates) =

@@ -579,6 +579,8 @@ impl TrainConfig {
         };
         let mut settings = vec![
             json!(["a3g's version", env!("CARGO_PKG_VERSION")]),
+            // Builds of one version may still gather different values at a sync.
+            json!(["the values a sync gathers", crate::distributed::rank::SYNC_GATHER]),
             json!(["--env", self.env.id]),
             json!(["--env-kwargs, --env-import and --env-wrapper", self.env.outside_env()]),
             json!(["--trainer", trainer]),

@@ -38,11 +38,13 @@ pub enum SyncInterval {
     /// --sync-interval, as given.
     Given(Duration),
     /// The default: `shortest`, or 20 times the processor time the costliest rank's
-    /// last sync took its sync thread (the gather and the merge of the model: reading
-    /// it, the sum, adding to it) when that is longer, so that the syncs take at most
-    /// about 5% of a core from the training threads. Wall time would not do: a sync
-    /// spends most of it waiting for the other ranks and the link, beside training
-    /// threads that go on meanwhile, and on a busy machine for the cores.
+    /// last sync took its sync thread when that is longer, so that the syncs' own work
+    /// (reading the model, the change since the last agreement, the digest, adding the
+    /// merged change) stays near 5% of a core; Gloo's threads, which do the
+    /// all-reduce's sums and its sockets' work, are not counted, so the syncs take
+    /// somewhat more. Wall time would not do: a sync spends most of it waiting for the
+    /// other ranks and the link, beside training threads that go on meanwhile, and on
+    /// a busy machine for the cores.
     Default { shortest: Duration },
 }
 
@@ -91,7 +93,10 @@ impl SyncInterval {
     pub fn setting(self) -> serde_json::Value {
         match self {
             SyncInterval::Given(interval) => serde_json::json!(interval.as_secs_f64()),
-            SyncInterval::Default { .. } => serde_json::json!("the default"),
+            SyncInterval::Default { shortest } => serde_json::json!(format!(
+                "the default ({} s, longer where a sync takes more CPU)",
+                shortest.as_secs_f64()
+            )),
         }
     }
 }

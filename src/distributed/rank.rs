@@ -17,10 +17,16 @@ use crate::error::{Error, Result};
 use crate::shared::SharedModel;
 use crate::stop::{Stop, StopReason};
 
+/// How many values each rank gives the gather at every sync (its stop code, three
+/// counters, the agreed weights' digest, the last sync's CPU). Ranks compare it with
+/// their settings, so that builds gathering different counts are refused by name
+/// rather than failing inside Gloo.
+pub const SYNC_GATHER: usize = 6;
+
 /// What the other ranks had counted at the last sync, added to this rank's own counts
-/// in status lines and checked against `--max-steps`; and this rank's syncs so far,
-/// the nanoseconds their merges of the model took and the processor time the syncs
-/// took the sync thread, which status lines turn into a rate and costs.
+/// in status lines and checked against `--max-steps`; and, kept beside them for the
+/// same status lines, this rank's syncs so far, the nanoseconds their merges of the
+/// model took and the processor time the syncs took the sync thread.
 #[derive(Debug, Default)]
 pub struct PeerCounters {
     pub agent_steps: AtomicU64,
@@ -136,8 +142,9 @@ pub struct RankSync {
     /// The longest a default interval grows to: half of --sync-timeout, so that a
     /// rank entering its last sync an interval early does not give up on the others.
     longest_interval: Duration,
-    /// The processor time this rank's last sync took the sync thread (the gather and
-    /// the merge), and the costliest rank's as of the last gather (the same on every
+    /// The processor time this rank's last sync took the sync thread (its part of the
+    /// gather and the merge; Gloo's own threads do the sums and the sockets' work), and
+    /// the costliest rank's as of the last gather (the same on every
     /// rank).
     sync_cpu: Duration,
     costliest_sync_cpu: Duration,
@@ -214,10 +221,12 @@ impl RankSync {
                     stop.request(reason_of(code, rank));
                 }
             }
-            self.sync_model()?;
+            let merge = self.sync_model()?;
             self.sync_cpu = thread_cpu_time().saturating_sub(started_cpu);
-            let nanos = u64::try_from(self.sync_cpu.as_nanos()).unwrap_or(u64::MAX);
-            self.peers.sync_cpu_nanos.fetch_add(nanos, Ordering::Relaxed);
+            let nanos = |time: Duration| u64::try_from(time.as_nanos()).unwrap_or(u64::MAX);
+            self.peers.merge_nanos.fetch_add(nanos(merge), Ordering::Relaxed);
+            self.peers.sync_cpu_nanos.fetch_add(nanos(self.sync_cpu), Ordering::Relaxed);
+            self.peers.syncs.fetch_add(1, Ordering::Relaxed);
             if stopping.is_some() {
                 // The last agreement has no next exchange to be checked in.
                 let digests = self.group.all_gather(self.agreed_digest() as i64)?;
@@ -244,6 +253,7 @@ impl RankSync {
         values.extend(mine.iter().map(|&count| i64::try_from(count).unwrap_or(i64::MAX)));
         values.push(self.agreed_digest() as i64);
         values.push(i64::try_from(self.sync_cpu.as_micros()).unwrap_or(i64::MAX));
+        debug_assert_eq!(values.len(), SYNC_GATHER);
         let gathered = self.group.all_gather_many(&values)?;
         let digests: Vec<i64> = gathered.iter().map(|rank| rank[1 + own.len()]).collect();
         check_digests(&digests)?;
@@ -260,21 +270,20 @@ impl RankSync {
             .map(|(rank, values)| (rank, values[0])))
     }
 
-    /// Merges the ranks' changes to the model. That every rank agreed on the same
-    /// weights is checked at the next exchange (or, at the last sync, right after).
-    fn sync_model(&mut self) -> Result<()> {
+    /// Merges the ranks' changes to the model, returning how long it took. That every
+    /// rank agreed on the same weights is checked at the next exchange (or, at the
+    /// last sync, right after).
+    fn sync_model(&mut self) -> Result<Duration> {
         // Timed from the end of the gather, which the ranks leave together, so that
-        // the status lines' cost of a merge leaves out a rank's wait for a slower one.
+        // the status lines' cost of a merge mostly leaves out a rank's wait for a
+        // slower one.
         let started = Instant::now();
         self.shared.read_flat(&mut self.current);
         self.point.change_since(&self.current, &mut self.change);
         self.group.all_reduce_sum(&mut self.change)?;
         self.point.agree(&mut self.change, self.share);
         self.shared.add_flat(&self.change);
-        let nanos = u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX);
-        self.peers.syncs.fetch_add(1, Ordering::Relaxed);
-        self.peers.merge_nanos.fetch_add(nanos, Ordering::Relaxed);
-        Ok(())
+        Ok(started.elapsed())
     }
 
     /// A digest of the weights the ranks last agreed on, equal on every rank.
