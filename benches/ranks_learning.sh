@@ -10,7 +10,7 @@
 #
 # Usage: benches/ranks_learning.sh [ROUNDS [SEED]]   (defaults 3 rounds, seed 1)
 #   RANKS="1 2 4 8" measures each of these N (default 2); N=1 runs the one process alone.
-#   SYNC_INTERVAL=S syncs the ranks every S seconds (default: a3g's, 1 s at 2 ranks, 0.2 s at 3 or more).
+#   SYNC_INTERVAL=S syncs the ranks every S seconds (default: a3g's, 1 s at 2 ranks, 0.05 s at 3 or more).
 #   SYNC_MERGE="sum mean" runs the ranks once per merge (default sum, a3g's default).
 #   RANK_LR=sqrt|linear gives N ranks --lr 1e-3 / sqrt(N) or / N (default: 1e-3, as the one process).
 #   ONLY=one|ranks runs one side; MAX_STEPS caps every run (default 3000000).
