@@ -43,28 +43,7 @@ game_log=logs/PongDeterministic-v4_log
 
 # "first 18+ at T after S agent steps; best B; last 10 mean M" from a run's folder.
 summary() {
-    awk -F', ' -v goal="$goal" '
-        function seconds_of(clock,   t) { split(clock, t, /[hms] */); return t[1] * 3600 + t[2] * 60 + t[3] }
-        FILENAME ~ /out\.log$/ {
-            if ($1 ~ /^\[.*\] agent steps /) {
-                split(substr($1, 2), s, /\] agent steps /); status_time[++statuses] = seconds_of(s[1]); status_steps[statuses] = s[2]
-            }
-            next
-        }
-        /^Time / {
-            sub(/^Time /, "", $1); seconds = seconds_of($1)
-            split($2, r, " "); reward = r[3] + 0; last[n % 10] = reward; n++
-            if (n == 1 || reward > best) best = reward
-            if (first == "" && reward >= goal) {
-                first = sprintf("%dm %02ds", seconds / 60, seconds % 60); steps = 0
-                for (i = 1; i <= statuses && status_time[i] <= seconds; i++) steps = status_steps[i]
-            }
-        }
-        END {
-            k = n < 10 ? n : 10; for (i = 0; i < k; i++) sum += last[i]
-            printf "first %d+ at %s; best %d; last %d games mean %.1f; %d games\n",
-                goal, first == "" ? "never" : first " after " steps " agent steps", best, k, k ? sum / k : 0, n
-        }' "$1/out.log" "$1/$game_log"
+    awk -F', ' -v goal="$goal" -v window=10 -f "$root/benches/game_log_summary.awk" "$1/out.log" "$1/$game_log"
 }
 
 # Whether ONLY lets this side (one or ranks) run.
