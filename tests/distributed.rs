@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use crate::util::{
     assert_no_env_host_left, assert_one_line_error, cartpole, edit_sidecar, gymnasium_vars,
-    pytorch_path, saved_agent_steps, sidecar_json, signal, small_cartpole, Lines, Scratch,
+    pytorch_path, saved_agent_steps, sidecar_json, signal, small_cartpole, Lines, Run, Scratch,
 };
 
 /// A port free on 127.0.0.1 a moment ago.
@@ -17,11 +17,12 @@ fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0").and_then(|listener| listener.local_addr()).unwrap().port()
 }
 
-/// The variables torchrun sets for rank `rank` of two, with rank 0 on 127.0.0.1.
-fn launched_as(rank: usize, port: u16) -> Vec<(&'static str, String)> {
+/// The variables torchrun sets for rank `rank` of `world_size`, with rank 0's store
+/// on 127.0.0.1:`port`.
+fn launched_as(rank: usize, world_size: usize, port: u16) -> Vec<(&'static str, String)> {
     vec![
         ("RANK", rank.to_string()),
-        ("WORLD_SIZE", "2".into()),
+        ("WORLD_SIZE", world_size.to_string()),
         ("LOCAL_RANK", rank.to_string()),
         ("MASTER_ADDR", "127.0.0.1".into()),
         ("MASTER_PORT", port.to_string()),
@@ -34,10 +35,24 @@ fn rank_command(scratch: &Scratch, rank: usize, port: u16, args: &[String]) -> C
         .args(args)
         .current_dir(scratch.path(""))
         .env_remove("RUST_BACKTRACE")
-        .envs(launched_as(rank, port))
+        .envs(launched_as(rank, 2, port))
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     command
+}
+
+/// Runs a3g with `args` to its end as rank `rank` of `world_size` (launched_as).
+fn run_as_rank(
+    scratch: &Scratch,
+    rank: usize,
+    world_size: usize,
+    port: u16,
+    args: &[String],
+) -> Run {
+    let vars = launched_as(rank, world_size, port);
+    let vars: Vec<(&str, &str)> =
+        vars.iter().map(|(name, value)| (*name, value.as_str())).collect();
+    scratch.a3g_with_env(args, &vars)
 }
 
 fn start_rank(scratch: &Scratch, rank: usize, port: u16, args: &[String]) -> Child {
@@ -94,14 +109,7 @@ fn two_ranks_train_one_model() {
         "0.5",
     ]);
     if !cfg!(a3g_c10d) {
-        let run = scratches[0].a3g_with_env(
-            &args,
-            &launched_as(0, port)
-                .iter()
-                .map(|(name, value)| (*name, value.as_str()))
-                .collect::<Vec<_>>(),
-        );
-        let line = assert_one_line_error(&run);
+        let line = assert_one_line_error(&run_as_rank(&scratches[0], 0, 2, port, &args));
         assert!(line.contains("built without training across machines"), "{line}");
         return;
     }
@@ -363,15 +371,8 @@ fn rank_process(scratch: &Scratch, rank: usize) -> Option<u32> {
 #[test]
 fn a_world_of_one_runs_without_the_engine() {
     let scratch = Scratch::new("world-of-one");
-    let port = free_port();
-    let vars = [
-        ("RANK", "0"),
-        ("WORLD_SIZE", "1"),
-        ("MASTER_ADDR", "127.0.0.1"),
-        ("MASTER_PORT", &port.to_string()),
-    ];
     let args = small_cartpole(&["--max-steps", "500"]);
-    let run = scratch.a3g_with_env(&args, &vars);
+    let run = run_as_rank(&scratch, 0, 1, free_port(), &args);
     assert!(run.status.success(), "{}", run.stderr);
     assert!(run.stdout.contains("reached --max-steps"), "{}", run.stdout);
     assert!(!run.stdout.contains("over all ranks"), "{}", run.stdout);
@@ -385,13 +386,8 @@ fn a_world_of_one_runs_without_the_engine() {
 #[test]
 fn a_sync_interval_over_half_the_timeout_is_refused() {
     let scratch = Scratch::new("sync-flags");
-    let port = free_port().to_string();
-    let vars =
-        [("RANK", "0"), ("WORLD_SIZE", "2"), ("MASTER_ADDR", "127.0.0.1"), ("MASTER_PORT", &port)];
-    let run = |extra: &[&str]| {
-        let args = small_cartpole(extra);
-        scratch.a3g_with_env(&args, &vars)
-    };
+    let port = free_port();
+    let run = |extra: &[&str]| run_as_rank(&scratch, 0, 2, port, &small_cartpole(extra));
     let line = assert_one_line_error(&run(&["--sync-interval", "40", "--sync-timeout", "60"]));
     assert!(line.contains("--sync-interval 40 is more than half of --sync-timeout 60"), "{line}");
     let line = assert_one_line_error(&run(&["--sync-timeout", "1"]));
@@ -404,17 +400,14 @@ fn a_sync_interval_over_half_the_timeout_is_refused() {
 }
 
 /// Without --sync-interval, four ranks sync more often than two (every 0.05 s, or
-/// longer for a costly sync, rather than every second): a lone rank 0 of four with --sync-timeout 1
-/// passes the interval's check, where one of two is refused (above), and waits for
-/// the others (SyncInterval's unit test has the figures).
+/// longer for a costly sync, rather than every second): a lone rank 0 of four with
+/// --sync-timeout 1 passes the interval's check, where one of two is refused (above),
+/// and waits for the others (SyncInterval's unit test has the figures).
 #[test]
 fn four_ranks_default_interval_passes_a_one_second_timeout() {
     let scratch = Scratch::new("sync-default");
-    let port = free_port().to_string();
-    let vars =
-        [("RANK", "0"), ("WORLD_SIZE", "4"), ("MASTER_ADDR", "127.0.0.1"), ("MASTER_PORT", &port)];
     let args = small_cartpole(&["--sync-timeout", "1"]);
-    let line = assert_one_line_error(&scratch.a3g_with_env(&args, &vars));
+    let line = assert_one_line_error(&run_as_rank(&scratch, 0, 4, free_port(), &args));
     assert!(!line.contains("more than half"), "{line}");
     if cfg!(a3g_c10d) {
         assert!(line.contains("not all 4 ranks joined within 1 s"), "{line}");
@@ -426,18 +419,11 @@ fn four_ranks_default_interval_passes_a_one_second_timeout() {
 /// one error line and how long it ran.
 fn lone_rank(rank: usize, world_size: usize, port: u16, extra: &[&str]) -> (String, Duration) {
     let scratch = Scratch::new("lone-rank");
-    let (rank, world_size, port) = (rank.to_string(), world_size.to_string(), port.to_string());
-    let vars = [
-        ("RANK", rank.as_str()),
-        ("WORLD_SIZE", world_size.as_str()),
-        ("MASTER_ADDR", "127.0.0.1"),
-        ("MASTER_PORT", port.as_str()),
-    ];
     let args = small_cartpole(
         &[&["--max-time", "60", "--sync-interval", "1", "--sync-timeout", "3"], extra].concat(),
     );
     let started = Instant::now();
-    let run = scratch.a3g_with_env(&args, &vars);
+    let run = run_as_rank(&scratch, rank, world_size, port, &args);
     (assert_one_line_error(&run), started.elapsed())
 }
 
