@@ -60,7 +60,27 @@ fn cuda(gpu_id: i64, flag: &str) -> Result<Device> {
             found.join(", ")
         )));
     }
+    load_cuda_linear_algebra(gpu_id as usize).map_err(refuse)?;
     Ok(Device::Cuda(gpu_id as usize))
+}
+
+/// libtorch loads its CUDA linear algebra (the QR of the orthogonal initialisation)
+/// on first use, and that load breaks when several threads reach it at once: on an
+/// H200, 32 workers building their models together failed with "lazy wrapper should be
+/// called at most once". One QR here, in the thread that chose the GPU and before any
+/// worker exists, loads it once for the process.
+fn load_cuda_linear_algebra(gpu: usize) -> std::result::Result<(), String> {
+    static LOADED: std::sync::OnceLock<std::result::Result<(), String>> =
+        std::sync::OnceLock::new();
+    LOADED
+        .get_or_init(|| {
+            Tensor::f_linalg_qr(&Tensor::eye(2, (Kind::Float, Device::Cuda(gpu))), "reduced")
+                .map(drop)
+                .map_err(|error| {
+                    format!("CUDA's linear algebra would not load ({error}); check the CUDA libraries with `a3g devices`")
+                })
+        })
+        .clone()
 }
 
 /// The device of worker `rank`: `devices[rank mod n]`, as the reference maps its
