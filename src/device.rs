@@ -77,7 +77,11 @@ fn load_cuda_linear_algebra(gpu: usize) -> std::result::Result<(), String> {
             Tensor::f_linalg_qr(&Tensor::eye(2, (Kind::Float, Device::Cuda(gpu))), "reduced")
                 .map(drop)
                 .map_err(|error| {
-                    format!("CUDA's linear algebra would not load ({error}); check the CUDA libraries with `a3g devices`")
+                    let reason = error.to_string().lines().next().unwrap_or_default().to_owned();
+                    format!(
+                        "CUDA's linear algebra would not load ({reason}); check the CUDA libraries with \
+                         `a3g devices`"
+                    )
                 })
         })
         .clone()
