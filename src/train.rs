@@ -72,6 +72,7 @@ pub fn run(args: &TrainArgs) -> Result<()> {
             };
             rank::agree_on_settings(&mut group, &config.shared_settings())?;
             if let ModelSum::Nccl { gpu } = distributed.model_sum {
+                rank::refuse_shared_gpu(&mut group, gpu)?;
                 group.sum_on_gpu(gpu, distributed.sync_timeout)?;
                 console::say(&format!(
                     "rank {} of {}: the ranks sum the model through NCCL, this one on cuda:{gpu}",
