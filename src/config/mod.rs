@@ -436,6 +436,7 @@ impl<'a> TrainPlan<'a> {
                     .to_string(),
             );
         }
+        notes.extend(a3c_on_gpu_note(args.trainer, &devices));
         if args.trainer == TrainerName::Ga3c
             && args.ga3c.precision == PrecisionName::Bf16
             && !devices.iter().all(|&device| crate::precision::native_bf16(device))
@@ -707,6 +708,17 @@ impl EvalConfig {
 /// Refuses a run that would replace a model it did not start from: a fresh run, or
 /// one resumed from another folder, aimed at a folder that already holds a checkpoint
 /// of its env (called unless --overwrite says so).
+/// A3C's workers on a GPU each run batch-of-one passes, whose small kernels queue on
+/// it: the first GPU run (docs/gpu.md) measured them slower than the CPU cores beside it.
+fn a3c_on_gpu_note(trainer: TrainerName, devices: &[Device]) -> Option<String> {
+    (trainer == TrainerName::A3c && devices.iter().any(|device| device.is_cuda())).then(|| {
+        "note: A3C's workers on a GPU each run batch-of-one passes that queue on it: on an H200, 32 of \
+         them stepped Pong's reference network at 434 agent steps/s, the machine's 16 CPU cores at 1,343, \
+         and --trainer ga3c on the GPU at 7,007 (docs/gpu.md)"
+            .to_string()
+    })
+}
+
 fn refuse_to_replace(dir: &Path, env: &str) -> Result<()> {
     let files = checkpoint::CheckpointFiles::new(dir, env);
     let previous = checkpoint::CheckpointFiles::previous(dir, env);
@@ -720,5 +732,19 @@ fn same_folder(a: &Path, b: &Path) -> bool {
     match (a.canonicalize(), b.canonicalize()) {
         (Ok(a), Ok(b)) => a == b,
         _ => a == b,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Only A3C with a GPU among its devices is told that GA3C suits a GPU better.
+    #[test]
+    fn a3c_on_a_gpu_is_pointed_to_ga3c() {
+        let note = a3c_on_gpu_note(TrainerName::A3c, &[Device::Cuda(0)]).expect("a note");
+        assert!(note.contains("--trainer ga3c"), "{note}");
+        assert_eq!(a3c_on_gpu_note(TrainerName::A3c, &[Device::Cpu]), None);
+        assert_eq!(a3c_on_gpu_note(TrainerName::Ga3c, &[Device::Cuda(0), Device::Cuda(1)]), None);
     }
 }
