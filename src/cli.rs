@@ -52,6 +52,9 @@ pub enum ModelName {
     /// ikostrikov's universe-starter-agent network.
     #[value(name = "universe")]
     Universe,
+    /// The universe network over 84x84 screens.
+    #[value(name = "universe84")]
+    Universe84,
 }
 
 impl ModelName {
@@ -60,6 +63,7 @@ impl ModelName {
         match self {
             ModelName::A3cLstm => Screen::Gray80,
             ModelName::Universe => Screen::Mean42,
+            ModelName::Universe84 => Screen::Mean84,
         }
     }
 
@@ -67,7 +71,7 @@ impl ModelName {
     pub fn default_hidden_size(self) -> i64 {
         match self {
             ModelName::A3cLstm => 512,
-            ModelName::Universe => 256,
+            ModelName::Universe | ModelName::Universe84 => 256,
         }
     }
 }
@@ -264,12 +268,14 @@ pub struct TrainArgs {
     /// (forward and backward) on one core of a 2-core cloud machine. universe:
     /// ikostrikov/pytorch-a3c's (four 3x3 stride-2 convs with ELU over 42x42 screens,
     /// LSTM of 256); about 8-10 times cheaper, the size that learns Pong on a few CPU
-    /// cores. Classic control always uses a small MLP.
+    /// cores. universe84: the same network over 84x84 screens (the same crop, bilinear
+    /// to 84x84), where a ball of one pixel at 42x42 is two. Classic control always
+    /// uses a small MLP.
     /// (default: a3clstm; with --load, the checkpoint's)
     #[arg(long, value_enum, help_heading = "Model")]
     pub model: Option<ModelName>,
     /// Units of the LSTM (and of the MLP layers for classic control and Box2D)
-    /// (default: 512; 256 with --model universe; with --load, the checkpoint's).
+    /// (default: 512; 256 with --model universe or universe84; with --load, the checkpoint's).
     #[arg(long, allow_negative_numbers = true, value_parser = clap::value_parser!(i64).range(1..), help_heading = "Model")]
     pub hidden_size: Option<i64>,
     /// Give the classic-control and Box2D MLP an LSTM cell (Atari models always have

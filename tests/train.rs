@@ -268,6 +268,42 @@ fn cpu_atari_runs_hear_about_the_universe_network() {
     assert!(!run.stderr.contains("--model universe"), "{}", run.stderr);
 }
 
+/// --model universe84 trains on 84x84 screens; its checkpoint resumes with no --model,
+/// and its bare weights (no sidecar) play under `a3g eval`, which tells 84x84 from
+/// 42x42 by the features the LSTM takes.
+#[test]
+fn universe84_trains_resumes_and_plays_from_bare_weights() {
+    let scratch = Scratch::new("universe84");
+    let breakout = ["--env", "BreakoutDeterministic-v4", "--workers", "1", "--hidden-size", "16"];
+    let train = |extra: &[&str]| scratch.a3g(&[&["train"], &breakout[..], extra].concat());
+    let run = train(&["--model", "universe84", "--max-steps", "40"]);
+    assert!(run.status.success(), "{}", run.stderr);
+    let model = scratch.path("trained_models/BreakoutDeterministic-v4.safetensors");
+    let conv1_and_lstm = tch::Tensor::read_safetensors(&model).unwrap();
+    let lstm_inputs = conv1_and_lstm.iter().find(|(name, _)| name == "lstm.weight_ih").unwrap();
+    assert_eq!(lstm_inputs.1.size(), [64, 1152]);
+
+    let run = train(&["--load", "--max-steps", "80"]);
+    assert!(run.status.success(), "{}", run.stderr);
+    assert!(run.stdout.contains("resumed"), "{}", run.stdout);
+
+    std::fs::create_dir(scratch.path("bare")).unwrap();
+    std::fs::copy(&model, scratch.path("bare/BreakoutDeterministic-v4.safetensors")).unwrap();
+    let eval = scratch.a3g(&[
+        "eval",
+        "--env",
+        "BreakoutDeterministic-v4",
+        "--num-episodes",
+        "1",
+        "--max-episode-length",
+        "200",
+        "--load-model-dir",
+        "bare",
+    ]);
+    assert!(eval.status.success(), "{}", eval.stderr);
+    assert!(eval.stdout.contains("1 episodes: reward mean"), "{}", eval.stdout);
+}
+
 /// A fixed-seed single-worker CartPole run trains the same weights as it did when the
 /// fixture was written (2026-11-26, before the redesign of configs, trainers and
 /// threads): one worker's updates come in one order, so the same code gives the same

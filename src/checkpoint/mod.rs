@@ -453,11 +453,21 @@ pub fn implied_architecture(path: &Path, tensors: &[(String, Tensor)]) -> Result
 
 /// How the Atari screens a checkpoint's network was trained on were prepared, by the
 /// shape of its first convolution: the universe network's is 3x3, the reference's
-/// 5x5. Any other network (classic control has none) gets the default.
+/// 5x5; a universe network's LSTM then tells 42x42 screens from 84x84 by the features
+/// it takes. Any other network (classic control has none) gets the default.
 pub fn implied_screen(tensors: &[(String, Tensor)]) -> crate::env::Screen {
-    let conv1 = tensors.iter().find(|(name, _)| name == "conv1.weight");
-    match conv1.map(|(_, tensor)| tensor.size()) {
-        Some(size) if size.len() == 4 && size[2..] == [3, 3] => crate::env::Screen::Mean42,
+    let size_of = |wanted: &str| {
+        tensors.iter().find(|(name, _)| name == wanted).map(|(_, tensor)| tensor.size())
+    };
+    match size_of("conv1.weight") {
+        Some(size) if size.len() == 4 && size[2..] == [3, 3] => {
+            let lstm_inputs = size_of("lstm.weight_ih").and_then(|size| size.get(1).copied());
+            if lstm_inputs == Some(crate::model::UNIVERSE84_FEATURES) {
+                crate::env::Screen::Mean84
+            } else {
+                crate::env::Screen::Mean42
+            }
+        }
         _ => crate::env::Screen::Gray80,
     }
 }

@@ -328,7 +328,7 @@ fn resumed_dimensions(request: &ModelRequest, sidecar: &Sidecar) -> Result<(i64,
     }
     let (lstm, scaled) = match &trained.body {
         Body::Mlp { lstm, input_norm, .. } => (*lstm, input_norm.is_some()),
-        Body::AtariLstm | Body::Universe => (true, false),
+        Body::AtariLstm | Body::Universe | Body::Universe84 => (true, false),
     };
     if request.lstm && !lstm {
         return Err(contradiction(sidecar, "--lstm".into(), "no LSTM cell".into(), "--lstm"));

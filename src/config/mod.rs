@@ -338,6 +338,7 @@ impl<'a> TrainPlan<'a> {
             network: args.model.map(|model| match model {
                 ModelName::A3cLstm => Body::AtariLstm,
                 ModelName::Universe => Body::Universe,
+                ModelName::Universe84 => Body::Universe84,
             }),
             hidden_size: args.hidden_size,
             default_hidden_size: network.default_hidden_size(),
@@ -404,7 +405,7 @@ impl<'a> TrainPlan<'a> {
         }
         let trainer = TrainerConfig::from_flags(args, &spec.body, workers, cores, &devices)?;
         let test_share = args.test_share.unwrap_or(match spec.body {
-            Body::AtariLstm | Body::Universe => ATARI_TEST_SHARE,
+            Body::AtariLstm | Body::Universe | Body::Universe84 => ATARI_TEST_SHARE,
             Body::Mlp { .. } => 1.0,
         });
         let mut notes: Vec<String> =
@@ -576,6 +577,7 @@ impl TrainConfig {
         let (network, lstm, scaling) = match &spec.body {
             Body::AtariLstm => ("a3clstm", true, None),
             Body::Universe => ("universe", true, None),
+            Body::Universe84 => ("universe84", true, None),
             Body::Mlp { lstm, input_norm, .. } => ("mlp", *lstm, input_norm.as_ref()),
         };
         let mut settings = vec![

@@ -168,6 +168,10 @@ pub enum Screen {
     /// columns, bilinear to 80x80 then 42x42, the mean of the colour channels over 255
     /// (1x42x42).
     Mean42,
+    /// The same rows and columns, bilinear to 84x84 at once, the mean of the colour
+    /// channels over 255 (1x84x84): the universe network at four times the pixels,
+    /// for games whose ball is about one pixel at 42x42 (Breakout).
+    Mean84,
 }
 
 impl Default for EnvOptions {

@@ -301,7 +301,9 @@ fn targets(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{Body, Head, ModelSpec, Policy, DEFAULT_MIN_STD, UNIVERSE_SIDE};
+    use crate::model::{
+        Body, Head, ModelSpec, Policy, DEFAULT_MIN_STD, UNIVERSE84_SIDE, UNIVERSE_SIDE,
+    };
     use crate::rollout::Rollout;
     use tch::nn;
 
@@ -322,6 +324,7 @@ mod tests {
         match spec.body {
             Body::Mlp { inputs, .. } => vec![inputs],
             Body::Universe => vec![1, UNIVERSE_SIDE, UNIVERSE_SIDE],
+            Body::Universe84 => vec![1, UNIVERSE84_SIDE, UNIVERSE84_SIDE],
             Body::AtariLstm => vec![1, 80, 80],
         }
     }

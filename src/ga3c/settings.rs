@@ -109,7 +109,9 @@ struct Ga3cDefaults {
 impl Ga3cDefaults {
     fn new(body: &Body, agents: usize, cores: usize) -> Self {
         match body {
-            Body::Universe => Ga3cDefaults { trainers: 1, batch: (agents / 4).clamp(1, 16) },
+            Body::Universe | Body::Universe84 => {
+                Ga3cDefaults { trainers: 1, batch: (agents / 4).clamp(1, 16) }
+            }
             Body::AtariLstm => {
                 Ga3cDefaults { trainers: cores.clamp(1, 2), batch: (agents / 2).clamp(1, 16) }
             }
@@ -122,7 +124,7 @@ impl Ga3cDefaults {
 /// cores (see [`Ga3cDefaults`]); classic control keeps one per core.
 pub(crate) fn ga3c_agents_per_core(body: &Body) -> usize {
     match body {
-        Body::Universe => 16,
+        Body::Universe | Body::Universe84 => 16,
         Body::AtariLstm => 8,
         Body::Mlp { .. } => 1,
     }

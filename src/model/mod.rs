@@ -24,8 +24,8 @@ use a3clstm::{atari_convs, ATARI_CONVS, ATARI_FEATURES};
 use lstm::{lstm_cell, LstmCell};
 pub use lstm::{LstmState, LstmTape};
 use mlp::mlp;
-pub use universe::UNIVERSE_SIDE;
 use universe::{universe_convs, universe_lstm_cell, UNIVERSE_CONVS, UNIVERSE_FEATURES};
+pub use universe::{UNIVERSE84_FEATURES, UNIVERSE84_SIDE, UNIVERSE_SIDE};
 
 /// Which network, and how big.
 #[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -48,6 +48,9 @@ pub enum Body {
     /// 3x3 stride-2 convolutions of 32 filters with ELU over a 1x42x42 screen (288
     /// features), then an LSTM cell; about a tenth of AtariLstm's cost per step.
     Universe,
+    /// The universe network over 1x84x84 screens (`--model universe84`, 1152
+    /// features): four times the pixels, for a ball that is one pixel at 42x42.
+    Universe84,
     /// Two fully connected ReLU layers over a flat observation, optionally followed by
     /// an LSTM cell.
     Mlp {
@@ -148,6 +151,7 @@ impl Body {
         match self {
             Body::AtariLstm => "a3clstm",
             Body::Universe => "universe",
+            Body::Universe84 => "universe84",
             Body::Mlp { .. } => "mlp",
         }
     }
@@ -157,6 +161,7 @@ impl Body {
         match self {
             Body::AtariLstm => Some(Screen::Gray80),
             Body::Universe => Some(Screen::Mean42),
+            Body::Universe84 => Some(Screen::Mean84),
             Body::Mlp { .. } => None,
         }
     }
@@ -172,6 +177,8 @@ impl ModelSpec {
     ) -> Self {
         let body = if observation_shape == [1, UNIVERSE_SIDE, UNIVERSE_SIDE] {
             Body::Universe
+        } else if observation_shape == [1, UNIVERSE84_SIDE, UNIVERSE84_SIDE] {
+            Body::Universe84
         } else if observation_shape.len() == 3 {
             Body::AtariLstm
         } else {
@@ -196,7 +203,7 @@ impl ModelSpec {
     /// Whether the network carries an LSTM state between steps.
     pub fn has_lstm(&self) -> bool {
         match self.body {
-            Body::AtariLstm | Body::Universe => true,
+            Body::AtariLstm | Body::Universe | Body::Universe84 => true,
             Body::Mlp { lstm, .. } => lstm,
         }
     }
@@ -249,12 +256,15 @@ impl ActorCritic {
         let (body, features) = match spec.body {
             Body::AtariLstm => (atari_convs(&root), ATARI_FEATURES),
             Body::Universe => (universe_convs(&root), UNIVERSE_FEATURES),
+            Body::Universe84 => (universe_convs(&root), UNIVERSE84_FEATURES),
             Body::Mlp { inputs, ref input_norm, .. } => {
                 (mlp(&root, inputs, hidden, input_norm.as_ref()), hidden)
             }
         };
         let lstm = spec.has_lstm().then(|| match spec.body {
-            Body::Universe => universe_lstm_cell(&(&root / "lstm"), features, hidden),
+            Body::Universe | Body::Universe84 => {
+                universe_lstm_cell(&(&root / "lstm"), features, hidden)
+            }
             _ => lstm_cell(&(&root / "lstm"), features, hidden),
         });
         let head_inputs = if lstm.is_some() { hidden } else { features };
@@ -461,11 +471,15 @@ pub fn parameter_shapes(spec: &ModelSpec) -> Vec<(String, Vec<i64>)> {
             }
             ATARI_FEATURES
         }
-        Body::Universe => {
+        Body::Universe | Body::Universe84 => {
             for (name, inputs) in UNIVERSE_CONVS {
                 layer(name, vec![32, inputs, 3, 3]);
             }
-            UNIVERSE_FEATURES
+            if spec.body == Body::Universe {
+                UNIVERSE_FEATURES
+            } else {
+                UNIVERSE84_FEATURES
+            }
         }
         Body::Mlp { inputs, .. } => {
             layer("fc1", vec![hidden, inputs]);
@@ -606,7 +620,13 @@ mod tests {
     /// features, in which the gradient buffer lays out the weights' gradients too.
     #[test]
     fn cpu_conv_weights_are_channels_last() {
-        for (spec, side) in [(atari_spec(16), 80), (universe_spec(16), UNIVERSE_SIDE)] {
+        let universe84 = ModelSpec { body: Body::Universe84, ..universe_spec(16) };
+        let specs = [
+            (atari_spec(16), 80),
+            (universe_spec(16), UNIVERSE_SIDE),
+            (universe84, UNIVERSE84_SIDE),
+        ];
+        for (spec, side) in specs {
             let vs = nn::VarStore::new(Device::Cpu);
             let model = ActorCritic::new(&vs, &spec);
             let mut convs = 0;
@@ -620,6 +640,12 @@ mod tests {
             let screens = Tensor::randn([2, 1, side, side], (Kind::Float, Device::Cpu));
             let body_output = model.body.forward(&screens);
             assert_eq!(body_output.stride()[1], 1, "{:?}: channels vary fastest", spec.body);
+            let features = model.features(&screens).size()[1];
+            let lstm_inputs = parameter_shapes(&spec)
+                .into_iter()
+                .find(|(name, _)| name == "lstm.weight_ih")
+                .map(|(_, shape)| shape[1]);
+            assert_eq!(Some(features), lstm_inputs, "{:?}: the LSTM takes the features", spec.body);
             let parameters: Vec<Tensor> =
                 model.parameters().iter().map(|(_, tensor)| tensor.shallow_clone()).collect();
             let buffer = crate::gradients::GradientBuffer::new(&parameters, Device::Cpu);

@@ -10,6 +10,9 @@ use super::lstm::LstmCell;
 /// gives an LSTM: 32 channels of 3x3.
 pub const UNIVERSE_SIDE: i64 = 42;
 pub(super) const UNIVERSE_FEATURES: i64 = 288;
+/// The same for `--model universe84`: 84x84 down to 32 channels of 6x6.
+pub const UNIVERSE84_SIDE: i64 = 84;
+pub const UNIVERSE84_FEATURES: i64 = 1152;
 
 /// The universe network's conv layers: name and input channels (each has 32 filters
 /// of 3x3).

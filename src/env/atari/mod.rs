@@ -23,8 +23,9 @@ use crate::env::rng::Rng;
 use crate::error::{Error, Result};
 use crop::Crop;
 use wrappers::{
-    preprocess, preprocess_universe, EpisodicLife, FireReset, FrameEnv, FrameStep, MaxAndSkip,
-    NoopReset, RunningNormalizer, OBSERVATION_SIDE, UNIVERSE_SIDE,
+    preprocess, preprocess_universe, preprocess_universe84, EpisodicLife, FireReset, FrameEnv,
+    FrameStep, MaxAndSkip, NoopReset, RunningNormalizer, OBSERVATION_SIDE, UNIVERSE84_SIDE,
+    UNIVERSE_SIDE,
 };
 
 /// ALE 0.6 fills static tables on first construction without synchronisation, so
@@ -555,6 +556,7 @@ pub fn make(id: AtariId, options: &EnvOptions) -> Result<Box<dyn Env>> {
     let side = match options.screen {
         Screen::Gray80 => OBSERVATION_SIDE as i64,
         Screen::Mean42 => UNIVERSE_SIDE as i64,
+        Screen::Mean84 => UNIVERSE84_SIDE as i64,
     };
     Ok(Box::new(AtariEnv {
         crop,
@@ -581,6 +583,7 @@ impl AtariEnv {
                 observation
             }
             Screen::Mean42 => preprocess_universe(frame),
+            Screen::Mean84 => preprocess_universe84(frame),
         };
         self.normalizer.normalize(&mut observation);
         observation
@@ -743,7 +746,7 @@ mod id_tests {
         let mut tall = Vec::new();
         for rom in ROM_NAMES.iter().filter(|rom| unrunnable_reason(rom).is_none()) {
             let id = format!("{}NoFrameskip-v4", gym_name(rom));
-            for screen in [Screen::Gray80, Screen::Mean42] {
+            for screen in [Screen::Gray80, Screen::Mean42, Screen::Mean84] {
                 play(&id, screen);
             }
             let config = EmulatorConfig { seed: 1, repeat_action_probability: 0.0 };

@@ -24,6 +24,8 @@ pub const OBSERVATION_SIDE: usize = 80;
 
 /// Side of the universe network's observation.
 pub const UNIVERSE_SIDE: usize = 42;
+/// Side of `--model universe84`'s screen.
+pub const UNIVERSE84_SIDE: usize = 84;
 
 /// One step of a frame-level environment.
 #[derive(Clone, Debug, PartialEq)]
@@ -324,6 +326,23 @@ pub fn preprocess_universe(frame: &[u8]) -> Vec<f32> {
         .collect()
 }
 
+/// `--model universe84`'s screen: the rows and columns [`preprocess_universe`] takes,
+/// bilinear from 160x160 to 84x84 in one resize, the mean of the three channels, over 255.
+pub fn preprocess_universe84(frame: &[u8]) -> Vec<f32> {
+    const TOP: usize = 34;
+    const SIDE: usize = 160;
+    let (width, channels) = (SCREEN_WIDTH, CHANNELS);
+    assert!(screen_rows(frame) >= TOP + SIDE, "a screen of {} rows", screen_rows(frame));
+    let mut square = Vec::with_capacity(SIDE * SIDE * channels);
+    for row in TOP..TOP + SIDE {
+        square.extend_from_slice(&frame[row * width * channels..][..SIDE * channels]);
+    }
+    resize_linear(&square, SIDE, UNIVERSE84_SIDE)
+        .chunks_exact(3)
+        .map(|rgb| (f32::from(rgb[0]) + f32::from(rgb[1]) + f32::from(rgb[2])) / (3.0 * 255.0))
+        .collect()
+}
+
 /// OpenCV's bilinear `resize` of a square RGB byte image from `src_side` to
 /// `dst_side` (smaller, not by an integer factor): source position
 /// `(d + 0.5) * scale - 0.5` in f32, weights `(1 - f, f)` each rounded to 11 bits, a
@@ -563,6 +582,38 @@ mod tests {
                 ours.iter().zip(&expected).map(|(a, b)| (a - b).abs()).fold(0.0f32, f32::max);
             assert_eq!(differing, 0, "screen {index}: {differing} values differ, by up to {worst}");
         }
+    }
+
+    /// `--model universe84`'s screen takes the same rows as the universe screen and the
+    /// mean of the colours, and keeps a one-pixel line that 42x42 blurs: the line's
+    /// brightest observation is higher at 84x84.
+    #[test]
+    fn universe84_screens_keep_thin_lines() {
+        let (rows, width) = (210, 160);
+        let mut frame = vec![0u8; rows * width * 3];
+        for (index, pixel) in frame.chunks_exact_mut(3).enumerate() {
+            let (row, column) = (index / width, index % width);
+            let colour = if !(34..194).contains(&row) {
+                [255, 255, 255]
+            } else if column == 81 {
+                [240, 240, 240]
+            } else {
+                [30, 60, 90]
+            };
+            pixel.copy_from_slice(&colour);
+        }
+        let wide = preprocess_universe84(&frame);
+        assert_eq!(wide.len(), UNIVERSE84_SIDE * UNIVERSE84_SIDE);
+        let background = 60.0 / 255.0;
+        assert!((wide[0] - background).abs() < 1e-6, "outside the crop leaks in: {}", wide[0]);
+        let brightest = |screen: &[f32]| screen.iter().copied().fold(0.0f32, f32::max);
+        let narrow = preprocess_universe(&frame);
+        assert!(
+            brightest(&wide) > brightest(&narrow) + 0.05,
+            "84x84 peak {} against 42x42 peak {}",
+            brightest(&wide),
+            brightest(&narrow)
+        );
     }
 
     /// What a scripted game was asked to do, in order.

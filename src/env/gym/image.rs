@@ -6,7 +6,7 @@
 //! pixel covers (box filtering), whatever the image's size and aspect.
 
 use crate::env::Screen;
-use crate::model::UNIVERSE_SIDE;
+use crate::model::{UNIVERSE84_SIDE, UNIVERSE_SIDE};
 
 /// The reference network's screen side.
 const REFERENCE_SIDE: usize = 80;
@@ -47,6 +47,7 @@ impl ImageLayout {
 pub fn screen_side(screen: Screen) -> usize {
     match screen {
         Screen::Mean42 => UNIVERSE_SIDE as usize,
+        Screen::Mean84 => UNIVERSE84_SIDE as usize,
         Screen::Gray80 => REFERENCE_SIDE,
     }
 }
@@ -57,7 +58,7 @@ pub fn to_screen(image: &[u8], layout: ImageLayout, screen: Screen) -> Vec<f32> 
     let grey = |pixel: &[u8]| -> f32 {
         match (channels, screen) {
             (1, _) => f32::from(pixel[0]),
-            (_, Screen::Mean42) => {
+            (_, Screen::Mean42 | Screen::Mean84) => {
                 (f32::from(pixel[0]) + f32::from(pixel[1]) + f32::from(pixel[2])) / 3.0
             }
             (_, Screen::Gray80) => {
