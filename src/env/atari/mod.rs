@@ -721,7 +721,7 @@ mod id_tests {
     /// for 210 rows.
     /// Every id family of one such game plays too.
     #[test]
-    fn every_listed_game_steps_on_both_screens() {
+    fn every_listed_game_steps_on_every_screen() {
         let play = |id: &str, screen: Screen| {
             let parsed = AtariId::parse(id).unwrap_or_else(|| panic!("{id} parses"));
             let options = EnvOptions { screen, ..EnvOptions::default() };
