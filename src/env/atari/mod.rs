@@ -715,7 +715,7 @@ mod id_tests {
         }
     }
 
-    /// Every listed game makes, resets, steps and renders on both screen paths, with
+    /// Every listed game makes, resets, steps and renders on every screen path, with
     /// observations of the network's shape: 16 of them have taller screens (230 or 250
     /// rows), which panicked at their first step when the wrappers took every screen
     /// for 210 rows.
