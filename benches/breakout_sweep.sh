@@ -9,7 +9,8 @@
 # Usage: benches/breakout_sweep.sh MINUTES ROUNDS OUT [VARIANT...]
 #   VARIANT: base (the recipe), lr1e-4, lr6e-4, batch4, batch16 (--train-batch), lag5
 #   (--max-policy-lag 5), entropy0.02 (--entropy-coef), a3c (--trainer a3c, 8 workers as
-#   README's Pong command), universe84 (the universe network over 84x84 screens),
+#   README's Pong command), queue16 (--segment-queue 16: two batches wait, not 32),
+#   universe84 (the universe network over 84x84 screens),
 #   reference (--model a3clstm, the reference's 80x80 network).
 #   Default: all of them. FROM_ROUND=R starts at round R.
 # Run it alone on the machine, or say in the results what shared it.
@@ -19,7 +20,7 @@ root="$(cd "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/.." && pwd)"
 minutes=$1 rounds=$2 out=$3
 shift 3
 variants=("$@")
-((${#variants[@]})) || variants=(base lr1e-4 lr6e-4 batch4 batch16 lag5 entropy0.02 a3c universe84 reference)
+((${#variants[@]})) || variants=(base lr1e-4 lr6e-4 batch4 batch16 lag5 entropy0.02 a3c queue16 universe84 reference)
 # The wrapper builds the checkout's binary when its sources changed; a given binary is used as it is.
 a3g=$(readlink -f "${A3G_BINARY:-$root/target/release/a3g}")
 [[ -n ${A3G_BINARY:-} ]] || "$root/a3g" --version >/dev/null
@@ -42,6 +43,7 @@ flags_of() {
         entropy0.02) flag[--entropy-coef]=0.02 ;;
         a3c) flag[--trainer]=a3c flag[--workers]=8
             unset 'flag[--train-batch]' 'flag[--predict-min-batch]' 'flag[--predict-timeout-us]' ;;
+        queue16) flag[--segment-queue]=16 ;;
         universe84) flag[--model]=universe84 ;;
         reference) flag[--model]=a3clstm ;;
         *) echo "unknown variant $1" >&2; exit 2 ;;

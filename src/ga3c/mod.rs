@@ -155,7 +155,7 @@ fn start<'a>(
     let requests = channel::unbounded();
     // Bounded, so that agents wait rather than play segments the trainers would only
     // drop as stale.
-    let segments = channel::bounded(config.workers.max(2 * settings.train_batch));
+    let segments = channel::bounded(settings.segment_queue_for(config.workers));
     let mut trainer = Ga3cTrainer {
         config,
         settings,

@@ -43,6 +43,12 @@ pub struct Ga3cArgs {
     /// segments are dropped.
     #[arg(long, allow_negative_numbers = true, default_value_t = 20, value_parser = clap::value_parser!(u64).range(0..=1_000_000), help_heading = "Batched trainer (--trainer ga3c)")]
     pub max_policy_lag: u64,
+    /// Segments that may wait for a trainer (default: as many as the agents, at least
+    /// two batches). When the trainers are the bottleneck the queue stays full, so a
+    /// segment waits about queue / --train-batch updates: a shorter queue keeps the
+    /// policy lag down and drops fewer segments, and makes agents wait instead.
+    #[arg(long, allow_negative_numbers = true, value_parser = clap::value_parser!(u32).range(1..=65536), help_heading = "Batched trainer (--trainer ga3c)")]
+    pub segment_queue: Option<u32>,
     /// Change the counts of agents, predictors and trainers by one at a time while
     /// training, keeping a change only when agent steps/s improve over a window.
     #[arg(long, help_heading = "Batched trainer (--trainer ga3c)")]
@@ -83,6 +89,9 @@ pub struct Ga3cConfig {
     pub predict_timeout: Duration,
     pub train_batch: usize,
     pub max_policy_lag: u64,
+    /// `--segment-queue`; `None`, as many as the agents (at least two batches).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub segment_queue: Option<usize>,
     /// `--autotune`'s window, when it is on.
     pub autotune_window: Option<Duration>,
     /// The batched passes' precision, --precision resolved on this machine (absent
@@ -131,6 +140,11 @@ pub(crate) fn ga3c_agents_per_core(body: &Body) -> usize {
 }
 
 impl Ga3cConfig {
+    /// How many segments may wait for a trainer, for `agents` agents.
+    pub fn segment_queue_for(&self, agents: usize) -> usize {
+        self.segment_queue.unwrap_or(agents.max(2 * self.train_batch))
+    }
+
     /// GA3C's settings from its flags, for `agents` agents of a network with `body`
     /// on `cores` cores and `devices`; what the flags leave out follows the network.
     pub fn new(
@@ -148,6 +162,7 @@ impl Ga3cConfig {
             predict_timeout_us,
             train_batch,
             max_policy_lag,
+            segment_queue,
             autotune,
             autotune_window,
             precision,
@@ -187,6 +202,7 @@ impl Ga3cConfig {
             predict_timeout: Duration::from_micros(predict_timeout_us),
             train_batch,
             max_policy_lag,
+            segment_queue: segment_queue.map(|asked| asked as usize),
             autotune_window: autotune.then(|| Duration::from_secs_f64(autotune_window)),
             precision: match precision {
                 PrecisionName::Fp32 => Precision::Fp32,
@@ -239,6 +255,8 @@ mod tests {
         assert_eq!(asked.predict_timeout, Duration::ZERO);
         let capped = ga3c(&["--predict-batch", "4"], Body::Universe, 64, 2);
         assert_eq!(capped.predict_min_batch, 4);
+        assert_eq!(capped.segment_queue, None);
+        assert_eq!(ga3c(&["--segment-queue", "8"], Body::Universe, 32, 2).segment_queue, Some(8));
         assert_eq!(ga3c_agents_per_core(&Body::Universe) * 2, 32);
     }
 }
