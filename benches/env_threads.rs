@@ -26,7 +26,8 @@ fn main() {
     let screen = match args.get(2).map(String::as_str) {
         None | Some("mean42") => Screen::Mean42,
         Some("gray80") => Screen::Gray80,
-        Some(other) => panic!("unknown screen {other}: gray80 or mean42"),
+        Some("mean84") => Screen::Mean84,
+        Some(other) => panic!("unknown screen {other}: gray80, mean42 or mean84"),
     };
 
     let stop = Arc::new(AtomicBool::new(false));

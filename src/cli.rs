@@ -239,7 +239,7 @@ pub struct TrainArgs {
     pub environment: EnvArgs,
 
     /// Workers (a3c) or agents (ga3c), each with its own environment (default: one per
-    /// core; with --trainer ga3c on Atari, 16 per core with --model universe and 8 with
+    /// core; with --trainer ga3c on Atari, 16 per core with --model universe or universe84 and 8 with
     /// a3clstm, the counts measured fastest on two cores).
     #[arg(long, allow_negative_numbers = true, help_heading = "Workers")]
     pub workers: Option<usize>,
@@ -269,7 +269,8 @@ pub struct TrainArgs {
     /// ikostrikov/pytorch-a3c's (four 3x3 stride-2 convs with ELU over 42x42 screens,
     /// LSTM of 256); about 8-10 times cheaper, the size that learns Pong on a few CPU
     /// cores. universe84: the same network over 84x84 screens (the same crop, bilinear
-    /// to 84x84), where a ball of one pixel at 42x42 is two. Classic control always
+    /// to 84x84), where Breakout's ball, two pixels wide, keeps at least half its
+    /// contrast (at 42x42 as little as a tenth). Classic control always
     /// uses a small MLP.
     /// (default: a3clstm; with --load, the checkpoint's)
     #[arg(long, value_enum, help_heading = "Model")]

@@ -68,13 +68,14 @@ fn cuda(gpu_id: i64, flag: &str) -> Result<Device> {
 /// on first use, and that load breaks when several threads reach it at once: on an
 /// H200, 32 workers building their models together failed with "lazy wrapper should be
 /// called at most once". One QR here, in the thread that chose the GPU and before any
-/// worker exists, loads it once for the process.
+/// worker exists, loads it for the process (the library is one for every GPU).
 fn load_cuda_linear_algebra(gpu: usize) -> std::result::Result<(), String> {
     static LOADED: std::sync::OnceLock<std::result::Result<(), String>> =
         std::sync::OnceLock::new();
     LOADED
         .get_or_init(|| {
-            Tensor::f_linalg_qr(&Tensor::eye(2, (Kind::Float, Device::Cuda(gpu))), "reduced")
+            Tensor::f_eye(2, (Kind::Float, Device::Cuda(gpu)))
+                .and_then(|identity| Tensor::f_linalg_qr(&identity, "reduced"))
                 .map(drop)
                 .map_err(|error| {
                     let reason = error.to_string().lines().next().unwrap_or_default().to_owned();

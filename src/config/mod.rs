@@ -707,20 +707,20 @@ impl EvalConfig {
     }
 }
 
-/// Refuses a run that would replace a model it did not start from: a fresh run, or
-/// one resumed from another folder, aimed at a folder that already holds a checkpoint
-/// of its env (called unless --overwrite says so).
 /// A3C's workers on a GPU each run batch-of-one passes, whose small kernels queue on
-/// it: the first GPU run (docs/gpu.md) measured them slower than the CPU cores beside it.
+/// it: the first GPU run (docs/gpu.md) measured them slower than CPU cores.
 fn a3c_on_gpu_note(trainer: TrainerName, devices: &[Device]) -> Option<String> {
     (trainer == TrainerName::A3c && devices.iter().any(|device| device.is_cuda())).then(|| {
         "note: A3C's workers on a GPU each run batch-of-one passes that queue on it: on an H200, 32 of \
-         them stepped Pong's reference network at 434 agent steps/s, the machine's 16 CPU cores at 1,343, \
-         and --trainer ga3c on the GPU at 7,007 (docs/gpu.md)"
+         them stepped Pong's reference network at 434 agent steps/s, the 16 CPU cores of a machine of the \
+         same kind at 1,343, and --trainer ga3c on the GPU at 7,007 (docs/gpu.md)"
             .to_string()
     })
 }
 
+/// Refuses a run that would replace a model it did not start from: a fresh run, or
+/// one resumed from another folder, aimed at a folder that already holds a checkpoint
+/// of its env (called unless --overwrite says so).
 fn refuse_to_replace(dir: &Path, env: &str) -> Result<()> {
     let files = checkpoint::CheckpointFiles::new(dir, env);
     let previous = checkpoint::CheckpointFiles::previous(dir, env);

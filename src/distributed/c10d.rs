@@ -15,6 +15,24 @@ pub const BUILT_IN: bool = cfg!(a3g_c10d);
 /// Whether this build's ranks with GPUs sum the model through NCCL.
 pub const NCCL_BUILT_IN: bool = cfg!(a3g_nccl);
 
+/// CUDA device `gpu`'s UUID as two numbers to gather, naming the GPU itself whatever
+/// devices this process is shown; `None` where this build or CUDA cannot say.
+pub fn gpu_uuid(gpu: usize) -> Option<[i64; 2]> {
+    #[cfg(a3g_c10d)]
+    {
+        let mut uuid = [0u8; 16];
+        // SAFETY: `uuid` has the 16 bytes the shim writes.
+        let known = unsafe { ffi::a3g_cuda_uuid(gpu as i32, uuid.as_mut_ptr()) } == 1;
+        let half = |bytes: &[u8]| i64::from_le_bytes(bytes.try_into().expect("8 bytes"));
+        known.then(|| [half(&uuid[..8]), half(&uuid[8..])])
+    }
+    #[cfg(not(a3g_c10d))]
+    {
+        let _ = gpu;
+        None
+    }
+}
+
 /// What a peer that is gone or late comes to, for the user.
 #[cfg(a3g_c10d)]
 const PEER_ADVICE: &str =
@@ -40,6 +58,7 @@ mod ffi {
             capacity: usize,
         ) -> *mut c_void;
         pub fn a3g_c10d_leave(group: *mut c_void);
+        pub fn a3g_cuda_uuid(device: c_int, uuid: *mut u8) -> c_int;
         pub fn a3g_c10d_restore_stderr();
         pub fn a3g_c10d_sum_on_gpu(
             group: *mut c_void,

@@ -10,6 +10,7 @@
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 #ifdef USE_C10D_NCCL
+#include <ATen/cuda/CUDAContext.h>
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
 #endif
 
@@ -339,6 +340,27 @@ int a3g_c10d_sum_on_gpu(void* group, int device, int64_t timeout_ms, char* error
     throw std::runtime_error("this a3g was built without NCCL");
 #endif
   });
+}
+
+// The 16 bytes of CUDA device `device`'s UUID into `uuid`, which name the GPU itself
+// whatever devices a process is shown (CUDA_VISIBLE_DEVICES, a container's
+// NVIDIA_VISIBLE_DEVICES), so that ranks can tell whether two of them hold one GPU,
+// which NCCL refuses. 1 on success; 0 without NCCL, or if CUDA cannot say.
+int a3g_cuda_uuid(int device, unsigned char* uuid) {
+#ifdef USE_C10D_NCCL
+  try {
+    const cudaDeviceProp* properties =
+        at::cuda::getDeviceProperties(static_cast<c10::DeviceIndex>(device));
+    std::memcpy(uuid, properties->uuid.bytes, 16);
+    return 1;
+  } catch (...) {
+    return 0;
+  }
+#else
+  (void)device;
+  (void)uuid;
+  return 0;
+#endif
 }
 
 // Sums `length` floats at `values` over the ranks, in place: through NCCL on this

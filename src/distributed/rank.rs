@@ -67,41 +67,32 @@ pub fn agree_on_settings(group: &mut Group, settings: &serde_json::Value) -> Res
 
 /// Refuses, on every rank alike, two ranks that would sum through NCCL on one GPU:
 /// NCCL takes a GPU per rank and says only "invalid usage" (seen with two ranks on
-/// the one GPU of an H200 machine). `gpu` is this rank's CUDA index.
+/// the one GPU of an H200 machine). `gpu` is this rank's CUDA index; GPUs are told
+/// apart by their UUIDs, so containers and CUDA_VISIBLE_DEVICES do not mislead it.
+/// Where a rank's CUDA cannot give its UUID the check is left to NCCL.
 pub fn refuse_shared_gpu(group: &mut Group, gpu: usize) -> Result<()> {
-    let machine = std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
-        .or_else(|_| std::fs::read_to_string("/proc/sys/kernel/hostname"))
-        .unwrap_or_default();
-    let visible = std::env::var("CUDA_VISIBLE_DEVICES").unwrap_or_default();
-    let identities = group.all_gather(gpu_identity(machine.trim(), &visible, gpu))?;
-    let Some((first, second)) = first_shared(&identities) else {
+    // All zeros for a rank that cannot tell: no UUID is all zeros.
+    let identities = group.all_gather_many(&super::c10d::gpu_uuid(gpu).unwrap_or_default())?;
+    let known: Vec<Option<&Vec<i64>>> =
+        identities.iter().map(|uuid| uuid.iter().any(|&half| half != 0).then_some(uuid)).collect();
+    let Some((first, second)) = first_shared(&known) else {
         return Ok(());
     };
     Err(Error::BadArguments(format!(
-        "rank {} of {}: ranks {first} and {second} would sum the model through NCCL on the same GPU of one \
-         machine, and NCCL takes one GPU per rank; give each rank on a machine its own GPU (its LOCAL_RANK \
-         picks among --gpu-ids), or pass --gpu-ids -1 to sum through Gloo",
+        "rank {} of {}: ranks {first} and {second} would sum the model through NCCL on the same GPU, and \
+         NCCL takes one GPU per rank; give each rank on a machine its own GPU (its LOCAL_RANK picks among \
+         --gpu-ids), or pass --gpu-ids -1 to sum through Gloo",
         group.rank, group.world_size
     )))
 }
 
-/// One GPU's identity across ranks: its machine (the running kernel's boot id, which
-/// containers and network namespaces on one machine share), the CUDA devices its
-/// process sees, and its CUDA index among them. Ranks run one a3g build, so the hash
-/// agrees between them.
-fn gpu_identity(machine: &str, visible_devices: &str, gpu: usize) -> i64 {
-    use std::hash::{Hash, Hasher};
-    let mut hasher = std::collections::hash_map::DefaultHasher::new();
-    (machine, visible_devices, gpu).hash(&mut hasher);
-    hasher.finish() as i64
-}
-
-/// The first two ranks with the same identity, if any.
-fn first_shared(identities: &[i64]) -> Option<(usize, usize)> {
-    identities.iter().enumerate().find_map(|(second, identity)| {
-        identities[..second]
+/// The first two ranks holding one known GPU, if any.
+fn first_shared<T: PartialEq>(gpus: &[Option<T>]) -> Option<(usize, usize)> {
+    gpus.iter().enumerate().find_map(|(second, gpu)| {
+        let gpu = gpu.as_ref()?;
+        gpus[..second]
             .iter()
-            .position(|earlier| earlier == identity)
+            .position(|earlier| earlier.as_ref() == Some(gpu))
             .map(|first| (first, second))
     })
 }
@@ -397,17 +388,13 @@ fn reason_of(code: i64, rank: usize) -> StopReason {
 mod tests {
     use super::*;
 
-    /// Ranks whose GPU is the same index of the same visible devices on one machine
-    /// share it; another machine, another CUDA_VISIBLE_DEVICES or another index does not.
+    /// Ranks holding one GPU are found by its identity; ranks whose GPU is unknown
+    /// are never taken for sharing one.
     #[test]
-    fn ranks_on_one_gpu_of_one_machine_are_found() {
-        let gpu = |machine, visible, index| gpu_identity(machine, visible, index);
-        assert_eq!(first_shared(&[gpu("a", "", 0), gpu("b", "", 0), gpu("a", "", 1)]), None);
-        assert_eq!(first_shared(&[gpu("a", "0", 0), gpu("a", "1", 0)]), None);
-        assert_eq!(
-            first_shared(&[gpu("a", "", 0), gpu("a", "", 1), gpu("b", "", 0), gpu("a", "", 1)]),
-            Some((1, 3))
-        );
+    fn ranks_on_one_gpu_are_found() {
+        assert_eq!(first_shared(&[Some([1, 2]), Some([3, 4]), Some([1, 5])]), None);
+        assert_eq!(first_shared::<[i64; 2]>(&[None, None]), None);
+        assert_eq!(first_shared(&[Some([1, 2]), None, Some([3, 4]), Some([3, 4])]), Some((2, 3)));
     }
 
     /// The first differing setting, in the list's order, is named by its label with

@@ -27,7 +27,8 @@ pub struct Ga3cArgs {
     #[arg(long, allow_negative_numbers = true, default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..=4096), help_heading = "Batched trainer (--trainer ga3c)")]
     pub predict_batch: u32,
     /// A predictor waits for this many observations before its forward pass... (default
-    /// for Atari: a quarter of the agents with universe, half with a3clstm, at most 16;
+    /// for Atari: a quarter of the agents with universe or universe84, half with a3clstm,
+    /// at most 16;
     /// 1 for classic control)
     #[arg(long, allow_negative_numbers = true, value_parser = clap::value_parser!(u32).range(1..=4096), help_heading = "Batched trainer (--trainer ga3c)")]
     pub predict_min_batch: Option<u32>,

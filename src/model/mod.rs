@@ -96,7 +96,7 @@ fn default_min_std() -> f64 {
 /// checkpoint's, where every size left out is the checkpoint's.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct ModelRequest {
-    /// The Atari network `--model` names (`AtariLstm` or `Universe`); `None` when it is
+    /// The Atari network `--model` names (`AtariLstm`, `Universe` or `Universe84`); `None` when it is
     /// left out.
     pub network: Option<Body>,
     /// `--hidden-size`, when given.
@@ -265,7 +265,7 @@ impl ActorCritic {
             Body::Universe | Body::Universe84 => {
                 universe_lstm_cell(&(&root / "lstm"), features, hidden)
             }
-            _ => lstm_cell(&(&root / "lstm"), features, hidden),
+            Body::AtariLstm | Body::Mlp { .. } => lstm_cell(&(&root / "lstm"), features, hidden),
         });
         let head_inputs = if lstm.is_some() { hidden } else { features };
         let critic = normalized_linear(&(&root / "critic_linear"), head_inputs, 1, 1.0);
@@ -471,15 +471,13 @@ pub fn parameter_shapes(spec: &ModelSpec) -> Vec<(String, Vec<i64>)> {
             }
             ATARI_FEATURES
         }
-        Body::Universe | Body::Universe84 => {
-            for (name, inputs) in UNIVERSE_CONVS {
-                layer(name, vec![32, inputs, 3, 3]);
-            }
-            if spec.body == Body::Universe {
-                UNIVERSE_FEATURES
-            } else {
-                UNIVERSE84_FEATURES
-            }
+        Body::Universe => {
+            UNIVERSE_CONVS.iter().for_each(|&(name, inputs)| layer(name, vec![32, inputs, 3, 3]));
+            UNIVERSE_FEATURES
+        }
+        Body::Universe84 => {
+            UNIVERSE_CONVS.iter().for_each(|&(name, inputs)| layer(name, vec![32, inputs, 3, 3]));
+            UNIVERSE84_FEATURES
         }
         Body::Mlp { inputs, .. } => {
             layer("fc1", vec![hidden, inputs]);

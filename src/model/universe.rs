@@ -1,6 +1,7 @@
 //! The universe network's body (ikostrikov/pytorch-a3c, from openai's
 //! universe-starter-agent): four 3x3 stride-2 convolutions with ELU over a 42x42
-//! screen, 288 features for the LSTM, through a3g's own ELU kernel ([`super::elu`]).
+//! screen, 288 features for the LSTM (over 84x84, `--model universe84`, 1152), through
+//! a3g's own ELU kernel ([`super::elu`]).
 
 use tch::nn::{self, Init};
 
@@ -20,7 +21,7 @@ pub(super) const UNIVERSE_CONVS: [(&str, i64); 4] =
     [("conv1", 1), ("conv2", 32), ("conv3", 32), ("conv4", 32)];
 
 /// The universe network's conv stack: each conv (3x3, stride 2, padding 1, 32
-/// filters) is followed by ELU, taking 42x42 down to 3x3. Weights start uniform within
+/// filters) is followed by ELU, taking 42x42 down to 3x3 (84x84 to 6x6). Weights start uniform within
 /// sqrt(6 / (fan_in + fan_out)) as in ikostrikov's `weights_init`, biases at zero.
 pub(super) fn universe_convs(root: &nn::Path) -> nn::Sequential {
     let mut body = nn::seq();

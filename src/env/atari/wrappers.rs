@@ -585,34 +585,49 @@ mod tests {
     }
 
     /// `--model universe84`'s screen takes the same rows as the universe screen and the
-    /// mean of the colours, and keeps a one-pixel line that 42x42 blurs: the line's
-    /// brightest observation is higher at 84x84.
+    /// mean of the colours, and keeps an object two pixels wide (Breakout's ball) at
+    /// half its contrast or more wherever it stands, where 42x42 can all but lose it.
     #[test]
-    fn universe84_screens_keep_thin_lines() {
+    fn universe84_screens_keep_small_objects() {
         let (rows, width) = (210, 160);
-        let mut frame = vec![0u8; rows * width * 3];
-        for (index, pixel) in frame.chunks_exact_mut(3).enumerate() {
-            let (row, column) = (index / width, index % width);
-            let colour = if !(34..194).contains(&row) {
-                [255, 255, 255]
-            } else if column == 81 {
-                [240, 240, 240]
-            } else {
-                [30, 60, 90]
-            };
-            pixel.copy_from_slice(&colour);
-        }
-        let wide = preprocess_universe84(&frame);
-        assert_eq!(wide.len(), UNIVERSE84_SIDE * UNIVERSE84_SIDE);
         let background = 60.0 / 255.0;
-        assert!((wide[0] - background).abs() < 1e-6, "outside the crop leaks in: {}", wide[0]);
-        let brightest = |screen: &[f32]| screen.iter().copied().fold(0.0f32, f32::max);
-        let narrow = preprocess_universe(&frame);
-        assert!(
-            brightest(&wide) > brightest(&narrow) + 0.05,
-            "84x84 peak {} against 42x42 peak {}",
-            brightest(&wide),
-            brightest(&narrow)
+        let object = 240.0 / 255.0;
+        // The least contrast an object in columns `left` and `left + 1` keeps, over
+        // every column it can stand in.
+        let least_contrast = |preprocess: fn(&[u8]) -> Vec<f32>| {
+            (0..width - 1)
+                .map(|left| {
+                    let mut frame = vec![0u8; rows * width * 3];
+                    for (index, pixel) in frame.chunks_exact_mut(3).enumerate() {
+                        let (row, column) = (index / width, index % width);
+                        let colour = if !(34..194).contains(&row) {
+                            [255, 255, 255]
+                        } else if column == left || column == left + 1 {
+                            [240, 240, 240]
+                        } else {
+                            [30, 60, 90]
+                        };
+                        pixel.copy_from_slice(&colour);
+                    }
+                    let screen = preprocess(&frame);
+                    let side = (screen.len() as f64).sqrt() as usize;
+                    let far_corner = screen[if left < width / 2 { side - 1 } else { 0 }];
+                    assert!(
+                        (far_corner - background).abs() < 1e-6,
+                        "the rows outside the crop leak in"
+                    );
+                    let brightest = screen.iter().copied().fold(0.0f32, f32::max);
+                    (brightest - background) / (object - background)
+                })
+                .fold(f32::INFINITY, f32::min)
+        };
+        let wide = least_contrast(preprocess_universe84);
+        let narrow = least_contrast(preprocess_universe);
+        assert!(wide >= 0.5, "84x84 keeps {wide} of the contrast somewhere");
+        assert!(narrow < 0.3, "42x42 keeps {narrow} of it at least");
+        assert_eq!(
+            preprocess_universe84(&vec![0; rows * width * 3]).len(),
+            UNIVERSE84_SIDE * UNIVERSE84_SIDE
         );
     }
 

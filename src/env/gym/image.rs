@@ -1,8 +1,9 @@
 //! Image observations of an environment from outside a3g (height x width x channels
 //! of bytes, or height x width) made into the screens a3g's convolutional networks
 //! read: one grey channel, square, scaled into [0, 1]. The universe network's screen
-//! takes the mean of the colour channels at 42x42, as its Atari screens do; the
-//! reference network's takes luminance at 80x80. Both average the pixels each output
+//! takes the mean of the colour channels at 42x42 (84x84 for `--model universe84`), as
+//! its Atari screens do; the reference network's takes luminance at 80x80. All average
+//! the pixels each output
 //! pixel covers (box filtering), whatever the image's size and aspect.
 
 use crate::env::Screen;
