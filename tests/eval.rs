@@ -439,6 +439,14 @@ fn shipped_seaquest_model_plays_as_shipped() {
     assert_first_games_as_shipped("SeaquestDeterministic-v4", [1840.0, 1840.0]);
 }
 
+/// The BeamRiderDeterministic-v4 model shipped in trained_models/ (--model universe,
+/// batched trainer) still plays its first two games as when it was shipped (6,262 and
+/// 3,600 points), with both seeds README's Results name.
+#[test]
+fn shipped_beamrider_model_plays_as_shipped() {
+    assert_first_games_as_shipped("BeamRiderDeterministic-v4", [6262.0, 3600.0]);
+}
+
 /// The Pendulum-v1 model shipped in trained_models/ still plays as README's Results
 /// row says: evaluated as there (100 games, seed 1) it scored -218.89 ± 161.26. The
 /// bound is that mean less two standard errors of a 100-game mean (161 / √100 ≈ 16),
