@@ -290,20 +290,22 @@ pub fn preprocess(frame: &[u8], crop: Crop, observation: &mut [f32]) {
     }
 }
 
+/// The square both universe screens take from the RGB screen: rows 34..194, columns 0..160.
+const CROP_TOP: usize = 34;
+const CROP_SIDE: usize = 160;
+
 /// ikostrikov's `_process_frame42`: rows 34..194 and columns 0..160 of the RGB
 /// screen, `cv2.resize` to 80x80 and then to 42x42 (bilinear, on bytes), the mean of
 /// the three channels, over 255. The first resize is an exact halving, which OpenCV
 /// does by 2x2 averages; the second follows OpenCV's fixed-point bilinear resize of
 /// bytes (11-bit weights, rounded sums), so observations are OpenCV's to the bit.
 pub fn preprocess_universe(frame: &[u8]) -> Vec<f32> {
-    const TOP: usize = 34;
-    const SIDE: usize = 160;
     let (width, channels) = (SCREEN_WIDTH, CHANNELS);
-    assert!(screen_rows(frame) >= TOP + SIDE, "a screen of {} rows", screen_rows(frame));
+    assert!(screen_rows(frame) >= CROP_TOP + CROP_SIDE, "a screen of {} rows", screen_rows(frame));
     let mut half = vec![0u8; 80 * 80 * 3];
     for row in 0..80 {
-        let upper = &frame[(TOP + 2 * row) * width * channels..][..SIDE * channels];
-        let lower = &frame[(TOP + 2 * row + 1) * width * channels..][..SIDE * channels];
+        let upper = &frame[(CROP_TOP + 2 * row) * width * channels..][..CROP_SIDE * channels];
+        let lower = &frame[(CROP_TOP + 2 * row + 1) * width * channels..][..CROP_SIDE * channels];
         for column in 0..80 {
             for channel in 0..3 {
                 let at = |line: &[u8], offset: usize| {
@@ -329,15 +331,13 @@ pub fn preprocess_universe(frame: &[u8]) -> Vec<f32> {
 /// `--model universe84`'s screen: the rows and columns [`preprocess_universe`] takes,
 /// bilinear from 160x160 to 84x84 in one resize, the mean of the three channels, over 255.
 pub fn preprocess_universe84(frame: &[u8]) -> Vec<f32> {
-    const TOP: usize = 34;
-    const SIDE: usize = 160;
     let (width, channels) = (SCREEN_WIDTH, CHANNELS);
-    assert!(screen_rows(frame) >= TOP + SIDE, "a screen of {} rows", screen_rows(frame));
-    let mut square = Vec::with_capacity(SIDE * SIDE * channels);
-    for row in TOP..TOP + SIDE {
-        square.extend_from_slice(&frame[row * width * channels..][..SIDE * channels]);
+    assert!(screen_rows(frame) >= CROP_TOP + CROP_SIDE, "a screen of {} rows", screen_rows(frame));
+    let mut square = Vec::with_capacity(CROP_SIDE * CROP_SIDE * channels);
+    for row in CROP_TOP..CROP_TOP + CROP_SIDE {
+        square.extend_from_slice(&frame[row * width * channels..][..CROP_SIDE * channels]);
     }
-    resize_linear(&square, SIDE, UNIVERSE84_SIDE)
+    resize_linear(&square, CROP_SIDE, UNIVERSE84_SIDE)
         .chunks_exact(3)
         .map(|rgb| (f32::from(rgb[0]) + f32::from(rgb[1]) + f32::from(rgb[2])) / (3.0 * 255.0))
         .collect()
