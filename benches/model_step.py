@@ -34,15 +34,18 @@ class ReferenceModel(nn.Module):
 
 class UniverseModel(nn.Module):
     """ikostrikov/pytorch-a3c's network (a3g's --model universe): four 3x3 stride-2
-    convolutions of 32 filters with ELU over a 1x42x42 screen, then an LSTM cell."""
+    convolutions of 32 filters with ELU over a 1x42x42 screen, then an LSTM cell;
+    with side=84, a3g's --model universe84."""
 
-    def __init__(self, hidden=256, actions=6):
+    def __init__(self, hidden=256, actions=6, side=42):
         super().__init__()
+        for _ in range(4):
+            side = (side + 1) // 2
         self.conv1 = nn.Conv2d(1, 32, 3, stride=2, padding=1)
         self.conv2 = nn.Conv2d(32, 32, 3, stride=2, padding=1)
         self.conv3 = nn.Conv2d(32, 32, 3, stride=2, padding=1)
         self.conv4 = nn.Conv2d(32, 32, 3, stride=2, padding=1)
-        self.lstm = nn.LSTMCell(288, hidden)
+        self.lstm = nn.LSTMCell(32 * side * side, hidden)
         self.critic_linear = nn.Linear(hidden, 1)
         self.actor_linear = nn.Linear(hidden, actions)
 

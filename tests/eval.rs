@@ -156,6 +156,13 @@ fn trained_universe_model_loads_strictly_into_pytorch() {
     check_strict_load_into_pytorch("universe", Body::Universe, 42);
 }
 
+/// The same for --model universe84: ikostrikov's network over 84x84 screens, whose
+/// LSTM reads 32 maps of 6x6 instead of 3x3.
+#[test]
+fn trained_universe84_model_loads_strictly_into_pytorch() {
+    check_strict_load_into_pytorch("universe84", Body::Universe84, 84);
+}
+
 fn check_strict_load_into_pytorch(model_name: &str, body: Body, side: i64) {
     let scratch = Scratch::new(&format!("pytorch-strict-{model_name}"));
     let train = scratch.a3g(&[
