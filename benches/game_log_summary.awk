@@ -2,27 +2,46 @@
 # file) give the agent steps over time, its game log (the second) the test games.
 # Prints "first GOAL+ at T after S agent steps; best B; last N games mean M; G games",
 # where S is the agent steps of the last status line before that game ended and N is
-# at most WINDOW.
+# at most WINDOW. With -v steps=C1,C2,... it adds "; means at C1 / C2 / ...: M1 / M2 / ...",
+# each the mean of the last WINDOW games that ended by the first status line at or past
+# that count of agent steps ("-" for a count the run did not reach).
 #
-# Usage: awk -F', ' -v goal=18 -v window=10 -f benches/game_log_summary.awk out.log GAME_LOG
+# Usage: awk -F', ' -v goal=18 -v window=10 [-v steps=500000,1000000] -f benches/game_log_summary.awk out.log GAME_LOG
 function seconds_of(clock,   t) { split(clock, t, /[hms] */); return t[1] * 3600 + t[2] * 60 + t[3] }
+# The mean of the last `window` games that ended by `seconds`, or "-" if none did.
+function mean_by(seconds,   i, k, sum) {
+    for (i = games; i >= 1 && k < window; i--) if (game_time[i] <= seconds) { sum += game_reward[i]; k++ }
+    return k ? sprintf("%.1f", sum / k) : "-"
+}
 FILENAME ~ /out\.log$/ {
     if ($1 ~ /^\[.*\] agent steps /) {
-        split(substr($1, 2), s, /\] agent steps /); status_time[++statuses] = seconds_of(s[1]); status_steps[statuses] = s[2]
+        split(substr($1, 2), s, /\] agent steps /); status_time[++statuses] = seconds_of(s[1]); status_steps[statuses] = s[2] + 0
     }
     next
 }
 /^Time / {
     sub(/^Time /, "", $1); seconds = seconds_of($1)
-    split($2, r, " "); reward = r[3] + 0; last[n % window] = reward; n++
-    if (n == 1 || reward > best) best = reward
+    split($2, r, " "); reward = r[3] + 0
+    game_time[++games] = seconds; game_reward[games] = reward
+    if (games == 1 || reward > best) best = reward
     if (first == "" && reward >= goal) {
-        first = sprintf("%dm %02ds", seconds / 60, seconds % 60); steps = 0
-        for (i = 1; i <= statuses && status_time[i] <= seconds; i++) steps = status_steps[i]
+        first = sprintf("%dm %02ds", seconds / 60, seconds % 60); first_steps = 0
+        for (i = 1; i <= statuses && status_time[i] <= seconds; i++) first_steps = status_steps[i]
     }
 }
 END {
-    k = n < window ? n : window; for (i = 0; i < k; i++) sum += last[i]
-    printf "first %d+ at %s; best %d; last %d games mean %.1f; %d games\n",
-        goal, first == "" ? "never" : first " after " steps " agent steps", best, k, k ? sum / k : 0, n
+    k = games < window ? games : window; for (i = games - k + 1; i <= games; i++) sum += game_reward[i]
+    printf "first %d+ at %s; best %d; last %d games mean %.1f; %d games",
+        goal, first == "" ? "never" : first " after " first_steps " agent steps", best, k, k ? sum / k : 0, games
+    if (steps != "") {
+        count = split(steps, goal_steps, ",")
+        for (g = 1; g <= count; g++) {
+            # When the counter first reached the count; a run that never did gets "-".
+            reached = -1
+            for (i = 1; i <= statuses; i++) if (status_steps[i] >= goal_steps[g] + 0) { reached = status_time[i]; break }
+            means = means (g > 1 ? " / " : "") (reached < 0 ? "-" : mean_by(reached))
+        }
+        printf "; means at %s: %s", steps, means
+    }
+    printf "\n"
 }
