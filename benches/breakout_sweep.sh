@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# What limits Breakout per agent step: README's Breakout recipe (GA3C, the universe
+# What limits Breakout per agent step: the GA3C Breakout recipe (the universe
 # network) for MINUTES a run, once as it is and once per VARIANT changing one thing,
 # ROUNDS rounds with seed = the round, the variants' order rotated each round so that
 # none always runs first or last. Prints, per run, the wall time and agent steps at the

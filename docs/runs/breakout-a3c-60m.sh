@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# The shipped BreakoutDeterministic-v4 model's run (README's Results), from the
+# checkout's root: A3C with the universe network, 8 workers, lr 3e-4, 60 minutes on two
+# cores, alone on the machine. It ran in one part, from a folder of its own with the
+# default model and log folders; the flags here put them under runs/ instead. Its game
+# log is docs/runs/breakout-a3c-60m_log; `SEED=2` gives the second seed's run, `LR=6e-4`
+# the faster learning rate's.
+exec ./a3g train --env BreakoutDeterministic-v4 --model universe --trainer a3c --workers 8 \
+    --lr "${LR:-3e-4}" --seed "${SEED:-1}" --max-time "${MAX_TIME:-60m}" --save-max \
+    --save-model-dir runs/breakout-a3c-60m/models --load-model-dir runs/breakout-a3c-60m/models \
+    --log-dir runs/breakout-a3c-60m/logs --status-interval 10 "$@"
