@@ -109,7 +109,7 @@ fn a_resumed_run_takes_the_checkpoints_dimensions() {
 
 /// `train --load` resumes every shipped model with no model flag: the network, its
 /// hidden size, LSTM, head and input scaling come from the checkpoint (the universe
-/// networks of Pong and Breakout, the latter under GA3C as it was trained), and a
+/// networks of Pong and Breakout, the latter under GA3C though A3C trained it), and a
 /// --model that contradicts it is refused naming both.
 #[test]
 fn every_shipped_model_resumes_without_its_model_flags() {
