@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The shipped MsPacmanDeterministic-v4 model's run (README's Results), from the
-# checkout's root: GA3C with the universe network and the GA3C Breakout recipe's flags, 120
+# checkout's root: the GA3C Breakout recipe (the universe network), 120
 # minutes on two cores, niced because it shared the machine with development work.
 # It ran in two parts: 42.5 minutes, stopped by the end of a work session, then resumed
 # with `MAX_TIME=78m docs/runs/mspacman-120m.sh --load`. Its game log (both parts, the

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The shipped SeaquestDeterministic-v4 model's run (README's Results), from the
-# checkout's root: GA3C with the universe network and the GA3C Breakout recipe's flags, 120
+# checkout's root: the GA3C Breakout recipe (the universe network), 120
 # minutes on two cores, niced because it shared the machine with development work.
 # It ran in three parts, each stopped by the end of a work session or for a test run
 # and resumed with `MAX_TIME=<the rest> docs/runs/seaquest-120m.sh --load`: 28.4, 31.2

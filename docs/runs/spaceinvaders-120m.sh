@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The shipped SpaceInvadersDeterministic-v4 model's run (README's Results), from the
-# checkout's root: GA3C with the universe network and the GA3C Breakout recipe's flags, 120
+# checkout's root: the GA3C Breakout recipe (the universe network), 120
 # minutes on two cores, niced because it shared the machine with development work.
 # Its game log is docs/runs/spaceinvaders-120m_log.
 exec nice -n 19 ./a3g train --env SpaceInvadersDeterministic-v4 --model universe --trainer ga3c \
