@@ -32,6 +32,14 @@ class ReferenceModel(nn.Module):
         return self.critic_linear(hidden), self.actor_linear(hidden), (hidden, cell)
 
 
+def universe_lstm_inputs(side):
+    """The LSTM's input width in UniverseModel over a side x side screen: 32 maps after
+    four stride-2 convolutions, each halving the side (rounding up)."""
+    for _ in range(4):
+        side = (side + 1) // 2
+    return 32 * side * side
+
+
 class UniverseModel(nn.Module):
     """ikostrikov/pytorch-a3c's network (a3g's --model universe): four 3x3 stride-2
     convolutions of 32 filters with ELU over a 1x42x42 screen, then an LSTM cell;
@@ -39,13 +47,11 @@ class UniverseModel(nn.Module):
 
     def __init__(self, hidden=256, actions=6, side=42):
         super().__init__()
-        for _ in range(4):
-            side = (side + 1) // 2
         self.conv1 = nn.Conv2d(1, 32, 3, stride=2, padding=1)
         self.conv2 = nn.Conv2d(32, 32, 3, stride=2, padding=1)
         self.conv3 = nn.Conv2d(32, 32, 3, stride=2, padding=1)
         self.conv4 = nn.Conv2d(32, 32, 3, stride=2, padding=1)
-        self.lstm = nn.LSTMCell(32 * side * side, hidden)
+        self.lstm = nn.LSTMCell(universe_lstm_inputs(side), hidden)
         self.critic_linear = nn.Linear(hidden, 1)
         self.actor_linear = nn.Linear(hidden, actions)
 
