@@ -8,10 +8,13 @@
 #
 # Usage: awk -F', ' -v goal=18 -v window=10 [-v steps=500000,1000000] -f benches/game_log_summary.awk out.log GAME_LOG
 function seconds_of(clock,   t) { split(clock, t, /[hms] */); return t[1] * 3600 + t[2] * 60 + t[3] }
-# The mean of the last `window` games that ended by `seconds`, or "-" if none did.
-function mean_by(seconds,   i, k, sum) {
-    for (i = games; i >= 1 && k < window; i--) if (game_time[i] <= seconds) { sum += game_reward[i]; k++ }
-    return k ? sprintf("%.1f", sum / k) : "-"
+# The mean of the last `window` games that ended by `seconds` (0 if none did), with
+# how many those were in window_games.
+function window_mean(seconds,   i, sum) {
+    window_games = 0
+    for (i = games; i >= 1 && window_games < window; i--)
+        if (game_time[i] <= seconds) { sum += game_reward[i]; window_games++ }
+    return window_games ? sum / window_games : 0
 }
 FILENAME ~ /out\.log$/ {
     if ($1 ~ /^\[.*\] agent steps /) {
@@ -30,16 +33,17 @@ FILENAME ~ /out\.log$/ {
     }
 }
 END {
-    k = games < window ? games : window; for (i = games - k + 1; i <= games; i++) sum += game_reward[i]
+    final_mean = window_mean(game_time[games])
     printf "first %d+ at %s; best %d; last %d games mean %.1f; %d games",
-        goal, first == "" ? "never" : first " after " first_steps " agent steps", best, k, k ? sum / k : 0, games
+        goal, first == "" ? "never" : first " after " first_steps " agent steps", best, window_games, final_mean, games
     if (steps != "") {
         count = split(steps, goal_steps, ",")
         for (g = 1; g <= count; g++) {
             # When the counter first reached the count; a run that never did gets "-".
             reached = -1
             for (i = 1; i <= statuses; i++) if (status_steps[i] >= goal_steps[g] + 0) { reached = status_time[i]; break }
-            means = means (g > 1 ? " / " : "") (reached < 0 ? "-" : mean_by(reached))
+            mean = reached < 0 ? 0 : window_mean(reached)
+            means = means (g > 1 ? " / " : "") (reached < 0 || !window_games ? "-" : sprintf("%.1f", mean))
         }
         printf "; means at %s: %s", steps, means
     }
