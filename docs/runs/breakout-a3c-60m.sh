@@ -5,7 +5,7 @@
 # default model and log folders; the flags here put them under runs/ instead. Its game
 # log is docs/runs/breakout-a3c-60m_log. `SEED=2` gives the second seed's run and
 # `LR=6e-4` the faster rate's (stopped at 21 minutes), each after moving the last run's
-# runs/breakout-a3c-60m away, since a run without --load keeps a model it finds there.
+# runs/breakout-a3c-60m away, since a run without --load refuses to replace a model there.
 exec ./a3g train --env BreakoutDeterministic-v4 --model universe --trainer a3c --workers 8 \
     --lr "${LR:-3e-4}" --seed "${SEED:-1}" --max-time "${MAX_TIME:-60m}" --save-max \
     --save-model-dir runs/breakout-a3c-60m/models --load-model-dir runs/breakout-a3c-60m/models \
