@@ -303,6 +303,11 @@ pub struct TrainArgs {
     /// Learning rate, in (0, 1].
     #[arg(long, default_value_t = 1e-4, value_parser = parse_learning_rate, allow_negative_numbers = true, help_heading = "Optimization")]
     pub lr: f64,
+    /// Anneal the learning rate linearly from --lr to 0 over the run's --max-steps
+    /// agent steps, which it needs, as the A3C paper does; a resumed run goes on from
+    /// its checkpoint's agent steps.
+    #[arg(long, help_heading = "Optimization")]
+    pub lr_anneal: bool,
     /// Use AMSGrad's maximum of second moments with Adam.
     #[arg(long, help_heading = "Optimization")]
     pub amsgrad: bool,

@@ -18,7 +18,7 @@ use crate::console;
 use crate::error::Result;
 use crate::gradients::GradientBuffer;
 use crate::model::{ActorCritic, ModelSpec};
-use crate::shared_optim::{OptimizerKind, SharedOptimizer};
+use crate::shared_optim::{LearningRate, OptimizerKind, SharedOptimizer};
 
 /// A handle on the shared weights and an optimizer over them. Handles are cheap to
 /// make ([`SharedModel::handle`]) and each thread holds its own.
@@ -42,7 +42,7 @@ impl SharedModel {
 
     /// A handle over `model`'s parameters (the shared model, on the CPU) with fresh
     /// statistics of a `kind` optimizer.
-    pub fn over(model: &ActorCritic, kind: OptimizerKind, learning_rate: f64) -> Self {
+    pub fn over(model: &ActorCritic, kind: OptimizerKind, learning_rate: LearningRate) -> Self {
         let parameters: Vec<Tensor> =
             model.parameters().iter().map(|(_, tensor)| tensor.shallow_clone()).collect();
         let optimizer = SharedOptimizer::new(kind, learning_rate, &parameters);
@@ -106,11 +106,12 @@ impl SharedModel {
     }
 
     /// Applies one update from `gradients` (on the CPU, in parameter order) through
-    /// this handle's optimizer, beside any other thread's step.
-    pub fn step(&self, gradients: &[Tensor]) {
+    /// this handle's optimizer, beside any other thread's step, at the learning rate
+    /// of a run that has played `agent_steps` agent steps.
+    pub fn step(&self, gradients: &[Tensor], agent_steps: u64) {
         let _beside_other_steps =
             self.access.read().unwrap_or_else(|poisoned| poisoned.into_inner());
-        self.optimizer.step(&self.parameters, gradients);
+        self.optimizer.step(&self.parameters, gradients, agent_steps);
     }
 
     /// How many values the weights hold, all tensors together.
@@ -258,7 +259,8 @@ mod tests {
     fn a_pull_sees_whole_steps() {
         let parameters: Vec<Tensor> =
             (0..2).map(|_| Tensor::zeros([200_000], (Kind::Float, Device::Cpu))).collect();
-        let optimizer = SharedOptimizer::new(OptimizerKind::RmsProp, 1e-3, &parameters);
+        let optimizer =
+            SharedOptimizer::new(OptimizerKind::RmsProp, LearningRate::constant(1e-3), &parameters);
         let shared = SharedModel::new(&parameters, optimizer);
         let stepper = shared.handle();
         let done = Arc::new(AtomicBool::new(false));
@@ -268,7 +270,7 @@ mod tests {
                 let gradients: Vec<Tensor> =
                     (0..2).map(|_| Tensor::ones([200_000], (Kind::Float, Device::Cpu))).collect();
                 while !done.load(Ordering::Relaxed) {
-                    stepper.step(&gradients);
+                    stepper.step(&gradients, 0);
                 }
             })
         };

@@ -31,6 +31,31 @@ impl OptimizerKind {
     }
 }
 
+/// The learning rate: constant, or annealed linearly from its initial value to 0 over
+/// a run's agent steps, as the A3C paper anneals it (Mnih et al., 2016).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct LearningRate {
+    pub initial: f64,
+    /// The agent steps (summed over workers, counted on across resumes) at which the
+    /// rate reaches 0; `None` keeps it at `initial`.
+    pub anneal_steps: Option<u64>,
+}
+
+impl LearningRate {
+    /// A rate that stays at `rate`.
+    pub fn constant(rate: f64) -> Self {
+        LearningRate { initial: rate, anneal_steps: None }
+    }
+
+    /// The rate after `agent_steps` agent steps.
+    pub fn at(&self, agent_steps: u64) -> f64 {
+        match self.anneal_steps {
+            None => self.initial,
+            Some(end) => self.initial * (1.0 - agent_steps as f64 / end as f64).max(0.0),
+        }
+    }
+}
+
 /// The statistics of one optimizer over a list of parameters, plus its step count.
 ///
 /// Each worker holds its own `SharedOptimizer` value whose tensors are shallow clones
@@ -38,7 +63,7 @@ impl OptimizerKind {
 /// read and update one set of statistics without locks, like the weights themselves.
 pub struct SharedOptimizer {
     kind: OptimizerKind,
-    learning_rate: f64,
+    learning_rate: LearningRate,
     /// `statistics[i][j]`: statistic j of parameter i.
     statistics: Vec<Vec<Tensor>>,
     /// Updates applied so far, by all workers together.
@@ -47,7 +72,7 @@ pub struct SharedOptimizer {
 
 impl SharedOptimizer {
     /// Zeroed statistics for parameters shaped like `parameters`, on the CPU.
-    pub fn new(kind: OptimizerKind, learning_rate: f64, parameters: &[Tensor]) -> Self {
+    pub fn new(kind: OptimizerKind, learning_rate: LearningRate, parameters: &[Tensor]) -> Self {
         let statistics = parameters
             .iter()
             .map(|parameter| {
@@ -92,11 +117,6 @@ impl SharedOptimizer {
         self.steps.store(steps, Ordering::Relaxed);
     }
 
-    /// The learning rate.
-    pub fn learning_rate(&self) -> f64 {
-        self.learning_rate
-    }
-
     /// Every statistic with a checkpoint name (`<parameter>.<statistic>`).
     pub fn named_statistics<'a>(
         &'a self,
@@ -116,15 +136,17 @@ impl SharedOptimizer {
     }
 
     /// Applies one update to `parameters` (the shared weights, on the CPU) from
-    /// `gradients` (on the CPU, same order).
+    /// `gradients` (on the CPU, same order), at the learning rate of a run that has
+    /// played `agent_steps` agent steps.
     ///
     /// Hogwild (Recht et al., 2011): workers run this concurrently on the same
     /// tensors without locks. Two updates may interleave element by element, so an
     /// update can be partly overwritten or applied to a mix of old and new values; with
     /// small learning rates such collisions act as a little extra noise, and taking no
     /// lock is what lets many workers update at once. The reference accepts the same race.
-    pub fn step(&self, parameters: &[Tensor], gradients: &[Tensor]) {
+    pub fn step(&self, parameters: &[Tensor], gradients: &[Tensor], agent_steps: u64) {
         let step = self.steps.fetch_add(1, Ordering::Relaxed) + 1;
+        let learning_rate = self.learning_rate.at(agent_steps);
         tch::no_grad(|| {
             for ((parameter, gradient), statistics) in
                 parameters.iter().zip(gradients).zip(&self.statistics)
@@ -154,7 +176,7 @@ impl SharedOptimizer {
                         } else {
                             exp_avg_sq
                         };
-                        let step_size = self.learning_rate / bias_correction1;
+                        let step_size = learning_rate / bias_correction1;
                         // parameter += exp_avg / (denominator / -step_size).
                         let mut denominator = second_moment.sqrt();
                         let _ = denominator
@@ -174,7 +196,7 @@ impl SharedOptimizer {
                         let mut denominator = square_avg.sqrt();
                         let _ = denominator
                             .g_add_scalar_(OptimizerKind::RMSPROP_EPS)
-                            .g_div_scalar_(-self.learning_rate);
+                            .g_div_scalar_(-learning_rate);
                         let _ = parameter.addcdiv_(gradient, &denominator);
                     }
                 }
@@ -208,11 +230,11 @@ mod tests {
         let parameter = tensor(&[1.0, -2.0]);
         let optimizer = SharedOptimizer::new(
             OptimizerKind::Adam { amsgrad: false },
-            0.1,
+            LearningRate::constant(0.1),
             &[parameter.shallow_clone()],
         );
         let (g1, g2) = ([0.5, -4.0], [1.0, 2.0]);
-        optimizer.step(&[parameter.shallow_clone()], &[tensor(&g1.map(|g: f64| g as f32))]);
+        optimizer.step(&[parameter.shallow_clone()], &[tensor(&g1.map(|g: f64| g as f32))], 0);
         let mut expected = [1.0, -2.0];
         for i in 0..2 {
             let m = 0.1 * g1[i];
@@ -220,7 +242,7 @@ mod tests {
             expected[i] -= 0.1 / 0.1 * m / (v.sqrt() / 0.001f64.sqrt() + 1e-3);
         }
         assert_close(&values(&parameter), &expected);
-        optimizer.step(&[parameter.shallow_clone()], &[tensor(&g2.map(|g: f64| g as f32))]);
+        optimizer.step(&[parameter.shallow_clone()], &[tensor(&g2.map(|g: f64| g as f32))], 0);
         for i in 0..2 {
             let m = 0.9 * 0.1 * g1[i] + 0.1 * g2[i];
             let v = 0.999 * 0.001 * g1[i] * g1[i] + 0.001 * g2[i] * g2[i];
@@ -239,12 +261,12 @@ mod tests {
         let parameter = tensor(&[0.0]);
         let optimizer = SharedOptimizer::new(
             OptimizerKind::Adam { amsgrad: true },
-            0.01,
+            LearningRate::constant(0.01),
             &[parameter.shallow_clone()],
         );
-        optimizer.step(&[parameter.shallow_clone()], &[tensor(&[10.0])]);
+        optimizer.step(&[parameter.shallow_clone()], &[tensor(&[10.0])], 0);
         let after_first = values(&parameter)[0];
-        optimizer.step(&[parameter.shallow_clone()], &[tensor(&[0.0])]);
+        optimizer.step(&[parameter.shallow_clone()], &[tensor(&[0.0])], 0);
         let m = 0.9 * 0.1 * 10.0;
         let v_max = 0.001 * 100.0; // v decays to 0.999 * 0.1 but the max keeps 0.1
         let expected = after_first
@@ -256,9 +278,12 @@ mod tests {
     #[test]
     fn rmsprop_step_matches_closed_form() {
         let parameter = tensor(&[1.0, 1.0]);
-        let optimizer =
-            SharedOptimizer::new(OptimizerKind::RmsProp, 0.01, &[parameter.shallow_clone()]);
-        optimizer.step(&[parameter.shallow_clone()], &[tensor(&[3.0, -0.5])]);
+        let optimizer = SharedOptimizer::new(
+            OptimizerKind::RmsProp,
+            LearningRate::constant(0.01),
+            &[parameter.shallow_clone()],
+        );
+        optimizer.step(&[parameter.shallow_clone()], &[tensor(&[3.0, -0.5])], 0);
         let expected: Vec<f64> =
             [3.0f64, -0.5].iter().map(|g| 1.0 - 0.01 * g / ((0.01 * g * g).sqrt() + 0.1)).collect();
         assert_close(&values(&parameter), &expected);
@@ -268,10 +293,13 @@ mod tests {
     #[test]
     fn shared_handles_share_statistics() {
         let parameter = tensor(&[0.0]);
-        let first =
-            SharedOptimizer::new(OptimizerKind::RmsProp, 0.01, &[parameter.shallow_clone()]);
+        let first = SharedOptimizer::new(
+            OptimizerKind::RmsProp,
+            LearningRate::constant(0.01),
+            &[parameter.shallow_clone()],
+        );
         let second = first.share();
-        second.step(&[parameter.shallow_clone()], &[tensor(&[1.0])]);
+        second.step(&[parameter.shallow_clone()], &[tensor(&[1.0])], 0);
         assert_eq!(first.steps(), 1);
         assert_close(&values(&first.statistics[0][0]), &[0.01]);
     }
@@ -283,10 +311,14 @@ mod tests {
     fn overflowing_squares_never_give_nan() {
         for kind in [OptimizerKind::Adam { amsgrad: false }, OptimizerKind::RmsProp] {
             let parameter = tensor(&[1.0]);
-            let optimizer = SharedOptimizer::new(kind, 0.1, &[parameter.shallow_clone()]);
-            optimizer.step(&[parameter.shallow_clone()], &[tensor(&[3e19])]);
+            let optimizer = SharedOptimizer::new(
+                kind,
+                LearningRate::constant(0.1),
+                &[parameter.shallow_clone()],
+            );
+            optimizer.step(&[parameter.shallow_clone()], &[tensor(&[3e19])], 0);
             for _ in 0..3 {
-                optimizer.step(&[parameter.shallow_clone()], &[tensor(&[0.5])]);
+                optimizer.step(&[parameter.shallow_clone()], &[tensor(&[0.5])], 0);
             }
             let value = values(&parameter)[0];
             assert!(value.is_finite(), "{kind:?}: parameter {value}");
@@ -295,5 +327,34 @@ mod tests {
                 assert!(!values(statistic)[0].is_nan(), "{kind:?}: {name} is NaN");
             }
         }
+    }
+
+    /// An annealed rate falls linearly from its initial value to 0 at its end and
+    /// stays there; a constant one never moves.
+    #[test]
+    fn annealed_rate_falls_linearly_to_zero() {
+        let annealed = LearningRate { initial: 4e-4, anneal_steps: Some(1_000) };
+        let rates: Vec<f64> = [0, 250, 500, 1_000, 5_000].map(|steps| annealed.at(steps)).to_vec();
+        assert_close(&rates, &[4e-4, 3e-4, 2e-4, 0.0, 0.0]);
+        assert_eq!(LearningRate::constant(4e-4).at(u64::MAX), 4e-4);
+    }
+
+    /// The optimizer takes its step at the rate the run's agent steps give: RMSprop's
+    /// step is proportional to the rate, so halfway through an annealed run it is half
+    /// a constant rate's, and at the end the weights stay where they are.
+    #[test]
+    fn steps_use_the_rate_at_the_runs_agent_steps() {
+        let moved = |rate: LearningRate, agent_steps: u64| {
+            let parameter = tensor(&[1.0]);
+            let optimizer =
+                SharedOptimizer::new(OptimizerKind::RmsProp, rate, &[parameter.shallow_clone()]);
+            optimizer.step(&[parameter.shallow_clone()], &[tensor(&[2.0])], agent_steps);
+            1.0 - values(&parameter)[0]
+        };
+        let annealed = LearningRate { initial: 0.01, anneal_steps: Some(100) };
+        let constant = moved(LearningRate::constant(0.01), 50);
+        assert!(constant > 0.0);
+        assert_close(&[moved(annealed, 50)], &[constant / 2.0]);
+        assert_eq!(moved(annealed, 100), 0.0);
     }
 }

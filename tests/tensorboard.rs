@@ -4,7 +4,7 @@
 use std::path::Path;
 use std::process::Command;
 
-use crate::util::{assert_one_line_error, cartpole, Scratch};
+use crate::util::{assert_one_line_error, cartpole, sidecar_json, Scratch};
 
 /// A short CartPole run's event files hold the test games (the same scores as the
 /// game log, indexed by agent steps), training rates and losses, the learning rate,
@@ -88,6 +88,58 @@ fn event_files_read_back_in_tensorboard() {
         assert_eq!(histogram["events"].as_u64(), Some(rewards.len() as u64), "{name}");
         assert_eq!(histogram["last_count"].as_f64(), Some(count as f64), "{name}");
     }
+}
+
+/// With --lr-anneal the board's learning rate falls linearly from --lr toward 0 at
+/// --max-steps, point by point at its agent steps, and the checkpoint records where it
+/// ends; without --max-steps the flag is refused on one line.
+#[test]
+fn annealed_learning_rate_falls_to_zero_at_the_budget() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let scratch = Scratch::new("tensorboard-anneal");
+    let line = assert_one_line_error(&scratch.a3g_owned(&cartpole(&["--lr-anneal"])));
+    assert!(line.contains("--lr-anneal needs --max-steps"), "{line}");
+    let (initial, budget) = (0.003, 4000.0);
+    let run = scratch.a3g_owned(&cartpole(&[
+        "--workers",
+        "1",
+        "--hidden-size",
+        "16",
+        "--lr",
+        "0.003",
+        "--lr-anneal",
+        "--max-steps",
+        "4000",
+        "--status-interval",
+        "0.1",
+        "--tensorboard-logger",
+    ]));
+    assert!(run.status.success(), "{}", run.stderr);
+    let output = Command::new("python3")
+        .arg(root.join("scripts/read_tensorboard.py"))
+        .arg(scratch.path("runs/CartPole-v1_training"))
+        .env("PYTHONPATH", root.join(".deps/tensorboard"))
+        .output()
+        .expect("run python3");
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let found: serde_json::Value = serde_json::from_slice(&output.stdout).expect("JSON");
+    let points: Vec<(f64, f64)> = found["scalars"]["train/learning_rate"]
+        .as_array()
+        .expect("train/learning_rate")
+        .iter()
+        .map(|point| (point[0].as_f64().unwrap(), point[1].as_f64().unwrap()))
+        .collect();
+    assert!(points.len() >= 3, "{points:?}");
+    // The rate is read a moment before the point's step count, while the one worker
+    // may play a few more steps.
+    for &(steps, rate) in &points {
+        let expected = initial * (1.0 - steps / budget).max(0.0);
+        assert!((rate - expected).abs() <= initial * 20.0 / budget, "{points:?}");
+    }
+    assert!(points.windows(2).all(|pair| pair[1].1 <= pair[0].1), "{points:?}");
+    assert!(points.last().unwrap().1 < initial / 2.0, "{points:?}");
+    let recorded = &sidecar_json(&scratch, "CartPole-v1")["trained_with"];
+    assert_eq!(recorded["lr_anneal_steps"], serde_json::json!(4000), "{recorded}");
 }
 
 /// A TensorBoard folder that cannot be written is one line naming it.

@@ -14,6 +14,7 @@
 //! experience is what it would have been; a worker waiting in the queue is one that
 //! would only have been waiting for a core.
 
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -190,7 +191,10 @@ impl Worker {
             self.done = true;
             return counters.record_skip();
         }
-        clock.phase(&phases.step, || self.setup.shared.step(gradients.host_gradients()));
+        let agent_steps = counters.agent_steps.load(Ordering::Relaxed);
+        clock.phase(&phases.step, || {
+            self.setup.shared.step(gradients.host_gradients(), agent_steps)
+        });
         counters.record_update(checked.terms, rollout.len());
         Ok(())
     }
@@ -263,7 +267,7 @@ mod tests {
 
     use super::*;
     use crate::env::{self, EnvOptions};
-    use crate::shared_optim::{OptimizerKind, SharedOptimizer};
+    use crate::shared_optim::{LearningRate, OptimizerKind, SharedOptimizer};
     use tch::{nn, Tensor};
 
     /// A worker of `env_id` on `device`, and a training thread's local model there, over
@@ -274,8 +278,11 @@ mod tests {
         let shared = ActorCritic::new(&nn::VarStore::new(Device::Cpu), &spec);
         let shared_parameters: Vec<Tensor> =
             shared.parameters().iter().map(|(_, tensor)| tensor.shallow_clone()).collect();
-        let optimizer =
-            SharedOptimizer::new(OptimizerKind::Adam { amsgrad: false }, 1e-4, &shared_parameters);
+        let optimizer = SharedOptimizer::new(
+            OptimizerKind::Adam { amsgrad: false },
+            LearningRate::constant(1e-4),
+            &shared_parameters,
+        );
         let setup = WorkerSetup {
             rank: 0,
             device,

@@ -26,6 +26,9 @@ pub struct TrainedWith {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub crop: Option<Crop>,
     pub lr: f64,
+    /// The agent steps over which `lr` fell to 0 (--lr-anneal).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lr_anneal_steps: Option<u64>,
     pub shared_optimizer: bool,
     pub loss: LossConfig,
     pub rewards: RewardShaping,

@@ -30,7 +30,7 @@ use crate::error::{Error, Result};
 use crate::ga3c::settings::{ga3c_agents_per_core, Ga3cConfig};
 use crate::model::{Body, ModelRequest, ModelSpec, MIN_STD_RANGE};
 use crate::rollout::{LossConfig, RewardShaping};
-use crate::shared_optim::OptimizerKind;
+use crate::shared_optim::{LearningRate, OptimizerKind};
 
 mod memory;
 
@@ -251,7 +251,7 @@ pub struct TrainConfig {
     /// The shape of one observation, as the model takes it.
     pub observation_shape: Vec<i64>,
     pub optimizer: OptimizerKind,
-    pub lr: f64,
+    pub lr: LearningRate,
     /// Whether workers (A3C) or trainers (GA3C) share the optimizer's statistics.
     pub shared_optimizer: bool,
     pub loss: LossConfig,
@@ -324,6 +324,11 @@ impl<'a> TrainPlan<'a> {
                     args.sync_timeout
                 )));
             }
+        }
+        if args.lr_anneal && args.max_steps.is_none() {
+            return Err(Error::BadArguments(
+                "--lr-anneal needs --max-steps, the agent steps over which the learning rate falls to 0".into(),
+            ));
         }
         if let Some(min_std) = args.min_std {
             if !MIN_STD_RANGE.contains(&min_std) {
@@ -484,7 +489,10 @@ impl<'a> TrainPlan<'a> {
                 OptimizerName::Adam => OptimizerKind::Adam { amsgrad: args.amsgrad },
                 OptimizerName::RmsProp => OptimizerKind::RmsProp,
             },
-            lr: args.lr,
+            lr: LearningRate {
+                initial: args.lr,
+                anneal_steps: args.lr_anneal.then_some(run.step_budget),
+            },
             shared_optimizer: args.shared_optimizer,
             loss: LossConfig {
                 gamma: args.gamma,
@@ -555,7 +563,8 @@ impl TrainConfig {
             max_episode_length: self.env.max_episode_length,
             skip_rate: self.env.options.skip_rate,
             crop: self.env.crop(),
-            lr: self.lr,
+            lr: self.lr.initial,
+            lr_anneal_steps: self.lr.anneal_steps,
             shared_optimizer: self.shared_optimizer,
             loss: self.loss,
             rewards: self.rewards,
@@ -598,7 +607,8 @@ impl TrainConfig {
             json!(["the action head (--min-std)", spec.head]),
             json!(["--num-steps (or --distributed-step-size)", rollout_lengths]),
             json!(["--optimizer (and --amsgrad)", self.optimizer]),
-            json!(["--lr", self.lr]),
+            json!(["--lr", self.lr.initial]),
+            json!(["--lr-anneal (over --max-steps)", self.lr.anneal_steps]),
             json!(["--shared-optimizer", self.shared_optimizer]),
             json!(["--gamma", self.loss.gamma]),
             json!(["--tau", self.loss.tau]),

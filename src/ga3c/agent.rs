@@ -251,7 +251,7 @@ mod tests {
     use crate::model::{ActorCritic, ModelSpec};
     use crate::precision::Precision;
     use crate::shared::SharedModel;
-    use crate::shared_optim::OptimizerKind;
+    use crate::shared_optim::{LearningRate, OptimizerKind};
     use crate::stop::StopReason;
     use crossbeam::channel::{unbounded, Receiver};
     use std::thread::JoinHandle;
@@ -330,7 +330,11 @@ mod tests {
             spec: spec.clone(),
             observation_shape: vec![4],
             device: Device::Cpu,
-            shared: SharedModel::over(&shared, OptimizerKind::RmsProp, 1e-3),
+            shared: SharedModel::over(
+                &shared,
+                OptimizerKind::RmsProp,
+                LearningRate::constant(1e-3),
+            ),
             training: counters.clone(),
             slots: Arc::new(SlotTable::new(agents, &spec, Device::Cpu)),
             requests: request_queue,

@@ -332,7 +332,7 @@ fn answer(batch: Vec<Request>, host: &[f64], layout: &ReadLayout, version: u64) 
 mod tests {
     use super::*;
     use crate::model::{Body, Head, DEFAULT_MIN_STD};
-    use crate::shared_optim::OptimizerKind;
+    use crate::shared_optim::{LearningRate, OptimizerKind};
     use std::thread::JoinHandle;
 
     fn spec(lstm: bool, head: Head) -> ModelSpec {
@@ -366,7 +366,11 @@ mod tests {
                     spec: shared.spec().clone(),
                     observation_shape: vec![4],
                     device: Device::Cpu,
-                    shared: SharedModel::over(shared, OptimizerKind::RmsProp, 1e-3),
+                    shared: SharedModel::over(
+                        shared,
+                        OptimizerKind::RmsProp,
+                        LearningRate::constant(1e-3),
+                    ),
                     training: training.clone(),
                     slots: slots.clone(),
                     requests: receiver.clone(),

@@ -90,7 +90,10 @@ pub fn run(
         });
         let checked = clock.phase(&phases.push, || local.gradients.transfer(&loss));
         if checked.finite {
-            clock.phase(&phases.step, || setup.shared.step(local.gradients.host_gradients()));
+            let run_steps = setup.counters.agent_steps.load(Ordering::Relaxed);
+            clock.phase(&phases.step, || {
+                setup.shared.step(local.gradients.host_gradients(), run_steps)
+            });
             setup.counters.record_update(checked.terms, agent_steps);
             setup.trainer_counters.segments.fetch_add(batch.len() as u64, Ordering::Relaxed);
         } else {
