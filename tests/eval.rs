@@ -410,11 +410,11 @@ fn shipped_pong_model_wins_21_0() {
 }
 
 /// The BreakoutDeterministic-v4 model shipped in trained_models/ (--model universe,
-/// A3C) still plays its first two games as when it was shipped (75 and 70 points),
-/// with both seeds README's Results name.
+/// batched trainer, annealed rate) still plays its first two games as when it was
+/// shipped (338 and 96 points), with both seeds README's Results name.
 #[test]
 fn shipped_breakout_model_plays_as_shipped() {
-    assert_first_games_as_shipped("BreakoutDeterministic-v4", [75.0, 70.0]);
+    assert_first_games_as_shipped("BreakoutDeterministic-v4", [338.0, 96.0]);
 }
 
 /// The SpaceInvadersDeterministic-v4 model shipped in trained_models/ (--model
