@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The shipped BreakoutDeterministic-v4 model's run (README's Results), from the
-# checkout's root: A3C with the universe network, 8 workers, lr 3e-4, 60 minutes on two
+# BreakoutDeterministic-v4's A3C hour (docs/benchmarks.md; README's model until the
+# batched trainer's annealed hour, docs/runs/breakout-ga3c-60m.sh), from the checkout's
+# root: A3C with the universe network, 8 workers, lr 3e-4, 60 minutes on two
 # cores, alone on the machine. It ran in one part, from a folder of its own with the
 # default model and log folders; the flags here put them under runs/ instead. Its game
 # log is docs/runs/breakout-a3c-60m_log. `SEED=2` gives the second seed's run and
