@@ -4,13 +4,18 @@
 use std::path::Path;
 use std::process::Command;
 
-use crate::util::{assert_one_line_error, cartpole, sidecar_json, Scratch};
+use crate::util::{assert_one_line_error, cartpole, sidecar_json, small_cartpole, Scratch};
 
-/// A short CartPole run's event files hold the test games (the same scores as the
-/// game log, indexed by agent steps), training rates and losses, the learning rate,
-/// and a histogram of every parameter per test game.
-#[test]
-fn event_files_read_back_in_tensorboard() {
+/// A small CartPole run's flags (lr 0.003, 4,000 agent steps) that write TensorBoard
+/// event files, with `extra` after them.
+fn small_board_run(extra: &[&str]) -> Vec<String> {
+    let board = ["--lr", "0.003", "--max-steps", "4000", "--tensorboard-logger"];
+    small_cartpole(&[&board, extra].concat())
+}
+
+/// What TensorBoard's own loader reads back from the run in `scratch`: its scalars and
+/// histograms, as scripts/read_tensorboard.py prints them.
+fn read_board(scratch: &Scratch) -> serde_json::Value {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let reader_path = root.join(".deps/tensorboard");
     assert!(
@@ -18,31 +23,26 @@ fn event_files_read_back_in_tensorboard() {
         "Python's tensorboard package is missing from {}; ./scripts/test installs it",
         reader_path.display()
     );
-    let scratch = Scratch::new("tensorboard");
-    let run = scratch.a3g_owned(&cartpole(&[
-        "--workers",
-        "1",
-        "--hidden-size",
-        "16",
-        "--lr",
-        "0.003",
-        "--max-steps",
-        "4000",
-        "--status-interval",
-        "0.2",
-        "--tensorboard-logger",
-    ]));
-    assert!(run.status.success(), "{}", run.stderr);
-    let run_dir = scratch.path("runs/CartPole-v1_training");
-    assert!(run.stdout.contains("TensorBoard event files are in runs/CartPole-v1_training"));
     let output = Command::new("python3")
         .arg(root.join("scripts/read_tensorboard.py"))
-        .arg(&run_dir)
+        .arg(scratch.path("runs/CartPole-v1_training"))
         .env("PYTHONPATH", &reader_path)
         .output()
         .expect("run python3");
     assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
-    let found: serde_json::Value = serde_json::from_slice(&output.stdout).expect("JSON");
+    serde_json::from_slice(&output.stdout).expect("JSON")
+}
+
+/// A short CartPole run's event files hold the test games (the same scores as the
+/// game log, indexed by agent steps), training rates and losses, the learning rate,
+/// and a histogram of every parameter per test game.
+#[test]
+fn event_files_read_back_in_tensorboard() {
+    let scratch = Scratch::new("tensorboard");
+    let run = scratch.a3g_owned(&small_board_run(&["--status-interval", "0.2"]));
+    assert!(run.status.success(), "{}", run.stderr);
+    assert!(run.stdout.contains("TensorBoard event files are in runs/CartPole-v1_training"));
+    let found = read_board(&scratch);
     let scalars = &found["scalars"];
 
     let logged: Vec<f64> = std::fs::read_to_string(scratch.path("logs/CartPole-v1_log"))
@@ -95,35 +95,13 @@ fn event_files_read_back_in_tensorboard() {
 /// ends; without --max-steps the flag is refused on one line.
 #[test]
 fn annealed_learning_rate_falls_to_zero_at_the_budget() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let scratch = Scratch::new("tensorboard-anneal");
     let line = assert_one_line_error(&scratch.a3g_owned(&cartpole(&["--lr-anneal"])));
     assert!(line.contains("--lr-anneal needs --max-steps"), "{line}");
     let (initial, budget) = (0.003, 4000.0);
-    let run = scratch.a3g_owned(&cartpole(&[
-        "--workers",
-        "1",
-        "--hidden-size",
-        "16",
-        "--lr",
-        "0.003",
-        "--lr-anneal",
-        "--max-steps",
-        "4000",
-        "--status-interval",
-        "0.1",
-        "--tensorboard-logger",
-    ]));
+    let run = scratch.a3g_owned(&small_board_run(&["--status-interval", "0.1", "--lr-anneal"]));
     assert!(run.status.success(), "{}", run.stderr);
-    let output = Command::new("python3")
-        .arg(root.join("scripts/read_tensorboard.py"))
-        .arg(scratch.path("runs/CartPole-v1_training"))
-        .env("PYTHONPATH", root.join(".deps/tensorboard"))
-        .output()
-        .expect("run python3");
-    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
-    let found: serde_json::Value = serde_json::from_slice(&output.stdout).expect("JSON");
-    let points: Vec<(f64, f64)> = found["scalars"]["train/learning_rate"]
+    let points: Vec<(f64, f64)> = read_board(&scratch)["scalars"]["train/learning_rate"]
         .as_array()
         .expect("train/learning_rate")
         .iter()
