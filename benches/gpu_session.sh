@@ -2,15 +2,18 @@
 # The GPU session's measurements (docs/benchmarks.md, "The first GPU run"), for a machine
 # with one NVIDIA GPU and 16 or so cores: the GPU-side unit tests, CartPole-v1 on
 # --gpu-ids 0, Pong with the reference network as A3G on the GPU, as A3C on the CPU cores
-# and as GA3C on the GPU (fp32 and bf16), two ranks on the one GPU (refused), and Pong
-# with README's universe recipe on the GPU. Every step is bounded; a step that fails
-# leaves its log and the next one runs.
+# and as GA3C on the GPU (fp32 and bf16), two ranks on the one GPU (refused), Pong
+# with README's universe recipe on the GPU, and two longer Pong runs timed to their first
+# 18+ game (the third call: the reference network under GA3C in bf16, and the universe
+# network with a short segment queue and two trainers). Every step is bounded; a step
+# that fails leaves its log and the next one runs.
 #
 #   benches/gpu_session.sh LOGS        # a3g: A3G_BIN (default target/release/a3g)
 #
 # Environment: A3G_BIN, A3G_LIB_TESTS (a lib test binary, `cargo test --release --lib
 # --no-run` prints its path; skipped when unset), SCALE (multiplies every duration,
-# default 1). With a binary built elsewhere, LD_LIBRARY_PATH names the machine's
+# default 1), STEPS (the steps to run, by name, space-separated; default all: a lease
+# of 15 minutes holds only some). With a binary built elsewhere, LD_LIBRARY_PATH names the machine's
 # libtorch (docs/gpu.md, "Running a built binary on another machine").
 set -u
 logs=${1:?usage: benches/gpu_session.sh LOGS}
@@ -41,8 +44,10 @@ rates() {
              { t = $1 * 3600 + $2 * 60 + $3; s = $4; f = $5 }
              END { if (t > t0) printf "%.0f agent steps/s, %.0f frames/s over %d s", (s - s0) / (t - t0), (f - f0) / (t - t0), t - t0; else print "no rate" }'
 }
+chosen() { [[ -z ${STEPS:-} || " $STEPS " == *" $1 "* ]]; }
 # run NAME SECONDS FLAGS...: a3g train for SECONDS (scaled), with GPU sampling.
 run() {
+    chosen "$1" || return 0
     local name=$1 time; time=$(seconds "$2"); shift 2
     say "$name: a3g train $* --max-time ${time}s"
     sample "$logs/$name.gpu.csv"
@@ -53,6 +58,10 @@ run() {
     say "  rc $rc; $(rates "$logs/$name.out"); $(gpu_stats "$logs/$name.gpu.csv")"
     grep -E '^\[' "$logs/$name.out" | tail -1 | cut -c1-600
     tail -1 "$logs/$name.err" | cut -c1-300
+    if [[ $* == *Pong* ]]; then
+        say "  first 18+: $(grep -m1 -E 'episode reward (1[89]|2[01])' "$logs/$name.out")"
+        say "  test games: $(grep -oE 'episode reward -?[0-9]+' "$logs/$name.out" | awk '{ printf "%s ", $3 }')"
+    fi
 }
 
 if [[ -n ${A3G_LIB_TESTS:-} ]]; then
@@ -65,6 +74,7 @@ run pong-a3c-cpu 50 --env PongDeterministic-v4 --workers 16 --gpu-ids -1
 run pong-ga3c-gpu 45 --env PongDeterministic-v4 --trainer ga3c --gpu-ids 0
 run pong-ga3c-gpu-bf16 35 --env PongDeterministic-v4 --trainer ga3c --gpu-ids 0 --precision bf16
 
+if chosen ranks-one-gpu; then
 say "two ranks on the one GPU: refused on one line"
 port=$((29500 + RANDOM % 10000))
 for rank in 0 1; do
@@ -75,7 +85,10 @@ for rank in 0 1; do
 done
 wait
 for rank in 0 1; do say "  rank $rank: $(tail -1 "$logs/nccl$rank.err" | cut -c1-300)"; done
+fi
 
 run pong-universe-ga3c-gpu 180 --env PongDeterministic-v4 --model universe --trainer ga3c --lr 3e-4 --gpu-ids 0 --workers 128 --train-batch 16
-say "  first 18+: $(grep -m1 -E 'episode reward (1[89]|2[01])' "$logs/pong-universe-ga3c-gpu.out")"
+run pong-ga3c-bf16-learn 220 --env PongDeterministic-v4 --trainer ga3c --gpu-ids 0 --precision bf16
+run pong-universe-queue-learn 190 --env PongDeterministic-v4 --model universe --trainer ga3c --lr 3e-4 --gpu-ids 0 \
+    --workers 64 --train-batch 16 --segment-queue 32 --trainers 2
 rm -rf "$models"
