@@ -6,8 +6,10 @@
 # instead. Its game log is docs/runs/breakout-ga3c-anneal-60m_log. `LR=3e-4 ANNEAL=no`
 # gives the same day's run at the older constant rate (docs/runs/breakout-ga3c-60m_log),
 # after moving the last run's runs/breakout-ga3c-60m away, since a run without --load
-# refuses to replace a model there.
-anneal=(--lr-anneal --max-steps 10000000)
+# refuses to replace a model there. `MAX_STEPS=11500000` gives the later run annealed over
+# what an hour gives (docs/runs/breakout-ga3c-anneal11.5M-60m_log), and with `LR=1e-3` the
+# one stopped at 19 minutes.
+anneal=(--lr-anneal --max-steps "${MAX_STEPS:-10000000}")
 [ "${ANNEAL:-yes}" = no ] && anneal=()
 exec ./a3g train --env BreakoutDeterministic-v4 --model universe --trainer ga3c --workers 32 \
     --train-batch 8 --predict-min-batch 8 --predict-timeout-us 2000 \
