@@ -4,7 +4,7 @@
 # --gpu-ids 0, Pong with the reference network as A3G on the GPU, as A3C on the CPU cores
 # and as GA3C on the GPU (fp32 and bf16), two ranks on the one GPU (refused), Pong
 # with README's universe recipe on the GPU, and two longer Pong runs timed to their first
-# 18+ game (the third call: the reference network under GA3C in bf16, and the universe
+# 18+ game (the second lease: the reference network under GA3C in bf16, and the universe
 # network with a short segment queue and two trainers). Every step is bounded; a step
 # that fails leaves its log and the next one runs.
 #
@@ -12,8 +12,9 @@
 #
 # Environment: A3G_BIN, A3G_LIB_TESTS (a lib test binary, `cargo test --release --lib
 # --no-run` prints its path; skipped when unset), SCALE (multiplies every duration,
-# default 1), STEPS (the steps to run, by name, space-separated; default all: a lease
-# of 15 minutes holds only some). With a binary built elsewhere, LD_LIBRARY_PATH names the machine's
+# default 1), STEPS (the steps to run, by name, space-separated: each `run` line's
+# first argument, and ranks-one-gpu; default all, but a lease of 15 minutes holds only
+# some; the device check and the unit tests run whatever STEPS says). With a binary built elsewhere, LD_LIBRARY_PATH names the machine's
 # libtorch (docs/gpu.md, "Running a built binary on another machine").
 set -u
 logs=${1:?usage: benches/gpu_session.sh LOGS}
@@ -75,16 +76,16 @@ run pong-ga3c-gpu 45 --env PongDeterministic-v4 --trainer ga3c --gpu-ids 0
 run pong-ga3c-gpu-bf16 35 --env PongDeterministic-v4 --trainer ga3c --gpu-ids 0 --precision bf16
 
 if chosen ranks-one-gpu; then
-say "two ranks on the one GPU: refused on one line"
-port=$((29500 + RANDOM % 10000))
-for rank in 0 1; do
-    RANK=$rank LOCAL_RANK=$rank WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port \
-        timeout -k 5 40 "$a3g" train --env CartPole-v1 --workers 2 --hidden-size 64 --max-time 20s --sync-timeout 15 \
-        --gpu-ids 0 --save-model-dir "$models/nccl$rank" --log-dir "$logs/nccl$rank" --overwrite \
-        >"$logs/nccl$rank.out" 2>"$logs/nccl$rank.err" &
-done
-wait
-for rank in 0 1; do say "  rank $rank: $(tail -1 "$logs/nccl$rank.err" | cut -c1-300)"; done
+    say "two ranks on the one GPU: refused on one line"
+    port=$((29500 + RANDOM % 10000))
+    for rank in 0 1; do
+        RANK=$rank LOCAL_RANK=$rank WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port \
+            timeout -k 5 40 "$a3g" train --env CartPole-v1 --workers 2 --hidden-size 64 --max-time 20s --sync-timeout 15 \
+            --gpu-ids 0 --save-model-dir "$models/nccl$rank" --log-dir "$logs/nccl$rank" --overwrite \
+            >"$logs/nccl$rank.out" 2>"$logs/nccl$rank.err" &
+    done
+    wait
+    for rank in 0 1; do say "  rank $rank: $(tail -1 "$logs/nccl$rank.err" | cut -c1-300)"; done
 fi
 
 run pong-universe-ga3c-gpu 180 --env PongDeterministic-v4 --model universe --trainer ga3c --lr 3e-4 --gpu-ids 0 --workers 128 --train-batch 16

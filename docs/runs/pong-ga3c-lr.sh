@@ -3,7 +3,8 @@
 # otherwise) at lr 3e-4 held constant against lr 6e-4 annealed to 0 over 4M agent steps,
 # 14 minutes each, alternated, seeds 1 and 2, from the checkout's root, alone on the
 # machine (docs/benchmarks.md, "Pong's recipe with the annealed rate"). Models and logs
-# go under runs/pong-ga3c-lr/; game logs as docs/runs/pong-ga3c-{anneal,const}-seed{1,2}_log.
+# go under runs/pong-ga3c-lr/ (move it away before running again: a run refuses to
+# replace a model); game logs as docs/runs/pong-ga3c-{anneal,const}-seed{1,2}_log.
 set -u
 out=runs/pong-ga3c-lr
 for seed in 1 2; do
