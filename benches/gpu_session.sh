@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
-# The GPU session's measurements (docs/benchmarks.md, "The first GPU run"), for a machine
-# with one NVIDIA GPU and 16 or so cores: the GPU-side unit tests, CartPole-v1 on
-# --gpu-ids 0, Pong with the reference network as A3G on the GPU, as A3C on the CPU cores
-# and as GA3C on the GPU (fp32 and bf16), two ranks on the one GPU (refused), Pong
-# with README's universe recipe on the GPU, and two longer Pong runs timed to their first
-# 18+ game (the second lease: the reference network under GA3C in bf16, and the universe
-# network with a short segment queue and two trainers). Every step is bounded; a step
-# that fails leaves its log and the next one runs.
+# The GPU sessions' measurements (docs/benchmarks.md, "The first GPU run" and "Pong
+# learned on one GPU"), for a machine with one NVIDIA GPU and 16 or so cores: the GPU-side
+# unit tests, CartPole-v1 on --gpu-ids 0, Pong with the reference network as A3G on the
+# GPU, as A3C on the CPU cores and as GA3C on the GPU (fp32 and bf16), two ranks on the
+# one GPU (refused), Pong with README's universe recipe on the GPU, and two longer Pong
+# runs timed to their first 18+ game (the second lease: the reference network under GA3C
+# in bf16, and the universe network with a short segment queue and two trainers). Every
+# step is bounded; a step that fails leaves its log and the next one runs.
 #
 #   benches/gpu_session.sh LOGS        # a3g: A3G_BIN (default target/release/a3g)
 #
@@ -14,8 +14,9 @@
 # --no-run` prints its path; skipped when unset), SCALE (multiplies every duration,
 # default 1), STEPS (the steps to run, by name, space-separated: each `run` line's
 # first argument, and ranks-one-gpu; default all, but a lease of 15 minutes holds only
-# some; the device check and the unit tests run whatever STEPS says). With a binary built elsewhere, LD_LIBRARY_PATH names the machine's
-# libtorch (docs/gpu.md, "Running a built binary on another machine").
+# some; the device check and the unit tests run whatever STEPS says). With a binary
+# built elsewhere, LD_LIBRARY_PATH names the machine's libtorch (docs/gpu.md, "Running a
+# built binary on another machine").
 set -u
 logs=${1:?usage: benches/gpu_session.sh LOGS}
 a3g=${A3G_BIN:-target/release/a3g}
