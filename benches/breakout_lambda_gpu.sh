@@ -4,7 +4,8 @@
 # against 0.95, seeds 1 and 2: four runs at once on one machine with a GPU, each pinned to
 # its own four cores with its network on the shared GPU, so all four run under the same
 # load. The comparison is per agent step (docs/benchmarks.md, "Breakout's GAE lambda on
-# the GPU machine, two seeds"); the rates are not two cores'.
+# a GPU machine"); the rates are not two cores'. Four processes on one GPU turned out to
+# be bound by their trainers, 1.2M agent steps each in 510 s.
 #
 #   benches/breakout_lambda_gpu.sh LOGS SECONDS     # a3g: A3G_BIN (default target/release/a3g)
 set -u
