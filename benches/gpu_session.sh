@@ -5,15 +5,17 @@
 # GPU, as A3C on the CPU cores and as GA3C on the GPU (fp32 and bf16), two ranks on the
 # one GPU (refused), Pong with README's universe recipe on the GPU, and two longer Pong
 # runs timed to their first 18+ game (the second lease: the reference network under GA3C
-# in bf16, and the universe network with a short segment queue and two trainers). Every
-# step is bounded; a step that fails leaves its log and the next one runs.
+# in bf16, and the universe network with a short segment queue and two trainers); the
+# third lease's four Breakout runs sharing the GPU (breakout-lambda, "Breakout's GAE
+# lambda on a GPU machine"). Every step is bounded; a step that fails leaves its log and
+# the next one runs.
 #
 #   benches/gpu_session.sh LOGS        # a3g: A3G_BIN (default target/release/a3g)
 #
 # Environment: A3G_BIN, A3G_LIB_TESTS (a lib test binary, `cargo test --release --lib
 # --no-run` prints its path; skipped when unset), SCALE (multiplies every duration,
 # default 1), STEPS (the steps to run, by name, space-separated: each `run` line's
-# first argument, and ranks-one-gpu; default all, but a lease of 15 minutes holds only
+# first argument, ranks-one-gpu and breakout-lambda; default all, but a lease of 15 minutes holds only
 # some; the device check and the unit tests run whatever STEPS says). With a binary
 # built elsewhere, LD_LIBRARY_PATH names the machine's libtorch (docs/gpu.md, "Running a
 # built binary on another machine").
@@ -93,4 +95,44 @@ run pong-universe-ga3c-gpu 180 --env PongDeterministic-v4 --model universe --tra
 run pong-ga3c-bf16-learn 220 --env PongDeterministic-v4 --trainer ga3c --gpu-ids 0 --precision bf16
 run pong-universe-queue-learn 190 --env PongDeterministic-v4 --model universe --trainer ga3c --lr 3e-4 --gpu-ids 0 \
     --workers 64 --train-batch 16 --segment-queue 32 --trainers 2
+
+# Breakout's annealed recipe (docs/runs/breakout-ga3c-60m.sh) with GAE lambda 1.0 and
+# 0.95, seeds 1 and 2, four runs at once, each pinned to its own four cores with its
+# network on the one GPU, so that all four share one load; compared per agent step.
+if chosen breakout-lambda; then
+    if (($(nproc) < 16)); then
+        say "breakout-lambda: needs 16 cores for four runs of four, this machine has $(nproc): skipped"
+    else
+        time=$(seconds 510)
+        say "breakout-lambda: four Breakout runs of ${time}s on the one GPU"
+        sample "$logs/breakout-lambda.gpu.csv"
+        slot=0
+        runs=()
+        for seed in 1 2; do
+            for tau in 1.0 0.95; do
+                name=tau$tau-seed$seed
+                first=$((slot * 4))
+                taskset -c "$first-$((first + 3))" timeout -k 10 $((time + 30)) "$a3g" train \
+                    --env BreakoutDeterministic-v4 --model universe --trainer ga3c --workers 32 \
+                    --train-batch 8 --predict-min-batch 8 --predict-timeout-us 2000 \
+                    --lr 6e-4 --lr-anneal --max-steps 11500000 --tau "$tau" --seed "$seed" \
+                    --gpu-ids 0 --max-time "${time}s" --status-interval 10 --overwrite \
+                    --save-model-dir "$models/$name" --log-dir "$logs/$name" \
+                    >"$logs/$name.out.log" 2>"$logs/$name.err" &
+                runs+=($!)
+                slot=$((slot + 1))
+            done
+        done
+        wait "${runs[@]}"
+        kill "$sampler" 2>/dev/null; wait "$sampler" 2>/dev/null
+        say "  $(gpu_stats "$logs/breakout-lambda.gpu.csv")"
+        for run in "$logs"/tau*.out.log; do
+            name=$(basename "$run" .out.log)
+            say "  $name: $(rates "$run")"
+            tail -1 "$logs/$name.err" | cut -c1-300
+            awk -F', ' -v goal=20 -v window=100 -v steps=1000000,2000000,3000000,4000000,5000000 \
+                -f "$(dirname "$0")/game_log_summary.awk" "$run" "$logs/$name/BreakoutDeterministic-v4_log"
+        done
+    fi
+fi
 rm -rf "$models"
