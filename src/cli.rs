@@ -55,6 +55,9 @@ pub enum ModelName {
     /// The universe network over 84x84 screens.
     #[value(name = "universe84")]
     Universe84,
+    /// The universe network over 42x42 screens of block maxima.
+    #[value(name = "universe-max")]
+    UniverseMax,
 }
 
 impl ModelName {
@@ -64,6 +67,7 @@ impl ModelName {
             ModelName::A3cLstm => Screen::Gray80,
             ModelName::Universe => Screen::Mean42,
             ModelName::Universe84 => Screen::Mean84,
+            ModelName::UniverseMax => Screen::Max42,
         }
     }
 
@@ -71,7 +75,7 @@ impl ModelName {
     pub fn default_hidden_size(self) -> i64 {
         match self {
             ModelName::A3cLstm => 512,
-            ModelName::Universe | ModelName::Universe84 => 256,
+            ModelName::Universe | ModelName::Universe84 | ModelName::UniverseMax => 256,
         }
     }
 }
@@ -239,7 +243,7 @@ pub struct TrainArgs {
     pub environment: EnvArgs,
 
     /// Workers (a3c) or agents (ga3c), each with its own environment (default: one per
-    /// core; with --trainer ga3c on Atari, 16 per core with --model universe or universe84 and 8 with
+    /// core; with --trainer ga3c on Atari, 16 per core with --model universe, universe84 or universe-max and 8 with
     /// a3clstm, the counts measured fastest on two cores).
     #[arg(long, allow_negative_numbers = true, help_heading = "Workers")]
     pub workers: Option<usize>,
@@ -270,13 +274,16 @@ pub struct TrainArgs {
     /// LSTM of 256); about 8-10 times cheaper, the size that learns Pong on a few CPU
     /// cores. universe84: the same network over 84x84 screens (the same crop, bilinear
     /// to 84x84), where Breakout's ball, two pixels wide, keeps at least half its
-    /// contrast (at 42x42 as little as a tenth). Classic control always
-    /// uses a small MLP.
+    /// contrast (at 42x42 as little as a tenth). universe-max: the same network and
+    /// cost as universe, over 42x42 screens whose every cell is the brightest pixel of
+    /// its block of the crop, so the ball keeps all its contrast. Classic control
+    /// always uses a small MLP.
     /// (default: a3clstm; with --load, the checkpoint's)
     #[arg(long, value_enum, help_heading = "Model")]
     pub model: Option<ModelName>,
     /// Units of the LSTM (and of the MLP layers for classic control and Box2D)
-    /// (default: 512; 256 with --model universe or universe84; with --load, the checkpoint's).
+    /// (default: 512; 256 with --model universe, universe84 or universe-max; with --load,
+    /// the checkpoint's).
     #[arg(long, allow_negative_numbers = true, value_parser = clap::value_parser!(i64).range(1..), help_heading = "Model")]
     pub hidden_size: Option<i64>,
     /// Give the classic-control and Box2D MLP an LSTM cell (Atari models always have

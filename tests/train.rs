@@ -304,6 +304,41 @@ fn universe84_trains_resumes_and_plays_from_bare_weights() {
     assert!(eval.stdout.contains("1 episodes: reward mean"), "{}", eval.stdout);
 }
 
+/// --model universe-max trains the universe network on block-maximum screens: its
+/// sidecar names the network, so `--load` resumes it with no --model and refuses
+/// `--model universe`, and `a3g eval` plays it.
+#[test]
+fn universe_max_trains_resumes_and_plays() {
+    let scratch = Scratch::new("universe-max");
+    let breakout = ["--env", "BreakoutDeterministic-v4", "--workers", "1", "--hidden-size", "16"];
+    let train = |extra: &[&str]| scratch.a3g(&[&["train"], &breakout[..], extra].concat());
+    let run = train(&["--model", "universe-max", "--max-steps", "40"]);
+    assert!(run.status.success(), "{}", run.stderr);
+    let sidecar =
+        std::fs::read_to_string(scratch.path("trained_models/BreakoutDeterministic-v4.json"))
+            .expect("the sidecar");
+    assert!(sidecar.contains("\"UniverseMax\""), "{sidecar}");
+
+    let run = train(&["--load", "--model", "universe", "--max-steps", "80"]);
+    assert!(!run.status.success());
+    assert!(run.stderr.contains("has a universe-max model"), "{}", run.stderr);
+    let run = train(&["--load", "--max-steps", "80"]);
+    assert!(run.status.success(), "{}", run.stderr);
+    assert!(run.stdout.contains("resumed"), "{}", run.stdout);
+
+    let eval = scratch.a3g(&[
+        "eval",
+        "--env",
+        "BreakoutDeterministic-v4",
+        "--num-episodes",
+        "1",
+        "--max-episode-length",
+        "200",
+    ]);
+    assert!(eval.status.success(), "{}", eval.stderr);
+    assert!(eval.stdout.contains("1 episodes: reward mean"), "{}", eval.stdout);
+}
+
 /// A fixed-seed single-worker CartPole run trains the same weights as it did when the
 /// fixture was written (2026-11-26, before the redesign of configs, trainers and
 /// threads): one worker's updates come in one order, so the same code gives the same

@@ -126,7 +126,7 @@ pub fn open_model(
             let model = read_played_model(dir, &env_id)?;
             let trained =
                 model.sidecar.as_ref().and_then(|(sidecar, _)| sidecar.trained_with.as_ref());
-            let differs = envs.adopt(implied_screen(&model.tensors), trained)?;
+            let differs = envs.adopt(played_screen(&model), trained)?;
             let env = made(&mut env, envs, differs)?;
             let tensors = TensorsToCheck {
                 path: &model.path,
@@ -200,7 +200,8 @@ fn checked_spec(
     sidecar: Option<(&Sidecar, &Path)>,
 ) -> Result<ModelSpec> {
     let mut spec =
-        ModelSpec::for_env(env.observation_shape(), env.action_space(), hidden_size, lstm);
+        ModelSpec::for_env(env.observation_shape(), env.action_space(), hidden_size, lstm)
+            .on_screens_of(sidecar.map(|(sidecar, _)| &sidecar.model.body));
     if let Some((sidecar, _)) = sidecar {
         check_same_spaces(env, &spec, &sidecar.model)?;
     }
@@ -299,6 +300,14 @@ fn read_played_model(dir: &Path, env: &str) -> Result<PlayedModel> {
     Ok(PlayedModel { path, tensors, sidecar: None })
 }
 
+/// The screens a played model reads: those its sidecar's network reads, else those
+/// its tensors imply. Weights alone cannot tell block maxima from the bilinear
+/// screen (the universe network reads both at 42x42); a sidecar can.
+fn played_screen(model: &PlayedModel) -> Screen {
+    let recorded = model.sidecar.as_ref().and_then(|(sidecar, _)| sidecar.model.body.screen());
+    recorded.unwrap_or_else(|| implied_screen(&model.tensors))
+}
+
 /// The screen a resumed model was trained on; `--model` may not name another.
 fn resumed_screen(request: &ModelRequest, sidecar: &Sidecar) -> Result<Screen> {
     let trained = &sidecar.model.body;
@@ -328,7 +337,7 @@ fn resumed_dimensions(request: &ModelRequest, sidecar: &Sidecar) -> Result<(i64,
     }
     let (lstm, scaled) = match &trained.body {
         Body::Mlp { lstm, input_norm, .. } => (*lstm, input_norm.is_some()),
-        Body::AtariLstm | Body::Universe | Body::Universe84 => (true, false),
+        Body::AtariLstm | Body::Universe | Body::Universe84 | Body::UniverseMax => (true, false),
     };
     if request.lstm && !lstm {
         return Err(contradiction(sidecar, "--lstm".into(), "no LSTM cell".into(), "--lstm"));
@@ -360,4 +369,47 @@ fn contradiction(sidecar: &Sidecar, asked: String, trained: String, flag: &str) 
          leave out {flag} to resume it, or start a new run without --load",
         sidecar.a3g_version
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::checkpoint::SavedCounters;
+    use crate::shared_optim::OptimizerKind;
+    use tch::{Kind, Tensor};
+
+    /// A universe network's tensors as far as the screen they imply goes.
+    fn universe_tensors() -> Vec<(String, Tensor)> {
+        vec![
+            ("conv1.weight".into(), Tensor::zeros([32, 1, 3, 3], (Kind::Float, tch::Device::Cpu))),
+            ("lstm.weight_ih".into(), Tensor::zeros([64, 288], (Kind::Float, tch::Device::Cpu))),
+        ]
+    }
+
+    fn sidecar_of(body: Body) -> Sidecar {
+        Sidecar {
+            a3g_version: "test".into(),
+            env: "BreakoutDeterministic-v4".into(),
+            model: ModelSpec { body, hidden_size: 16, head: Head::Discrete { actions: 4 } },
+            optimizer: OptimizerKind::RmsProp,
+            counters: SavedCounters::default(),
+            best_score: None,
+            checksums: None,
+            trained_with: None,
+        }
+    }
+
+    /// `a3g eval` plays a universe-max checkpoint on block maxima, as its sidecar says,
+    /// and the same weights alone on the bilinear screen their shapes imply.
+    #[test]
+    fn played_screens_follow_the_sidecar_before_the_weights() {
+        let played = |body: Option<Body>| PlayedModel {
+            path: PathBuf::from("model.safetensors"),
+            tensors: universe_tensors(),
+            sidecar: body.map(|body| (sidecar_of(body), PathBuf::from("model.json"))),
+        };
+        assert_eq!(played_screen(&played(Some(Body::UniverseMax))), Screen::Max42);
+        assert_eq!(played_screen(&played(Some(Body::Universe))), Screen::Mean42);
+        assert_eq!(played_screen(&played(None)), Screen::Mean42);
+    }
 }

@@ -10,7 +10,9 @@ use crate::model::{Body, ModelSpec};
 /// reference network's larger screens; classic control's state is a few numbers.
 fn environment_bytes(spec: &ModelSpec) -> f64 {
     match spec.body {
-        Body::AtariLstm | Body::Universe | Body::Universe84 => 2.0 * 1024.0 * 1024.0,
+        Body::AtariLstm | Body::Universe | Body::Universe84 | Body::UniverseMax => {
+            2.0 * 1024.0 * 1024.0
+        }
         Body::Mlp { .. } => 64.0 * 1024.0,
     }
 }

@@ -344,6 +344,7 @@ impl<'a> TrainPlan<'a> {
                 ModelName::A3cLstm => Body::AtariLstm,
                 ModelName::Universe => Body::Universe,
                 ModelName::Universe84 => Body::Universe84,
+                ModelName::UniverseMax => Body::UniverseMax,
             }),
             hidden_size: args.hidden_size,
             default_hidden_size: network.default_hidden_size(),
@@ -410,7 +411,9 @@ impl<'a> TrainPlan<'a> {
         }
         let trainer = TrainerConfig::from_flags(args, &spec.body, workers, cores, &devices)?;
         let test_share = args.test_share.unwrap_or(match spec.body {
-            Body::AtariLstm | Body::Universe | Body::Universe84 => ATARI_TEST_SHARE,
+            Body::AtariLstm | Body::Universe | Body::Universe84 | Body::UniverseMax => {
+                ATARI_TEST_SHARE
+            }
             Body::Mlp { .. } => 1.0,
         });
         let mut notes: Vec<String> =
@@ -587,6 +590,7 @@ impl TrainConfig {
             Body::AtariLstm => ("a3clstm", true, None),
             Body::Universe => ("universe", true, None),
             Body::Universe84 => ("universe84", true, None),
+            Body::UniverseMax => ("universe-max", true, None),
             Body::Mlp { lstm, input_norm, .. } => ("mlp", *lstm, input_norm.as_ref()),
         };
         let mut settings = vec![

@@ -172,6 +172,10 @@ pub enum Screen {
     /// channels over 255 (1x84x84): the universe network at four times the pixels,
     /// for games whose ball is about one pixel at 42x42 (Breakout).
     Mean84,
+    /// The same rows and columns in 42x42 blocks, each cell its block's brightest
+    /// pixel by the mean of the colour channels, over 255 (1x42x42): a one-pixel ball
+    /// at full contrast wherever it stands, at the universe network's cost.
+    Max42,
 }
 
 impl Default for EnvOptions {

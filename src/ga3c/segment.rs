@@ -323,7 +323,7 @@ mod tests {
     fn observation_shape(spec: &ModelSpec) -> Vec<i64> {
         match spec.body {
             Body::Mlp { inputs, .. } => vec![inputs],
-            Body::Universe => vec![1, UNIVERSE_SIDE, UNIVERSE_SIDE],
+            Body::Universe | Body::UniverseMax => vec![1, UNIVERSE_SIDE, UNIVERSE_SIDE],
             Body::Universe84 => vec![1, UNIVERSE84_SIDE, UNIVERSE84_SIDE],
             Body::AtariLstm => vec![1, 80, 80],
         }

@@ -27,7 +27,7 @@ pub struct Ga3cArgs {
     #[arg(long, allow_negative_numbers = true, default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..=4096), help_heading = "Batched trainer (--trainer ga3c)")]
     pub predict_batch: u32,
     /// A predictor waits for this many observations before its forward pass... (default
-    /// for Atari: a quarter of the agents with universe or universe84, half with a3clstm,
+    /// for Atari: a quarter of the agents with the universe networks, half with a3clstm,
     /// at most 16;
     /// 1 for classic control)
     #[arg(long, allow_negative_numbers = true, value_parser = clap::value_parser!(u32).range(1..=4096), help_heading = "Batched trainer (--trainer ga3c)")]
@@ -119,7 +119,7 @@ struct Ga3cDefaults {
 impl Ga3cDefaults {
     fn new(body: &Body, agents: usize, cores: usize) -> Self {
         match body {
-            Body::Universe | Body::Universe84 => {
+            Body::Universe | Body::Universe84 | Body::UniverseMax => {
                 Ga3cDefaults { trainers: 1, batch: (agents / 4).clamp(1, 16) }
             }
             Body::AtariLstm => {
@@ -134,7 +134,7 @@ impl Ga3cDefaults {
 /// cores (see [`Ga3cDefaults`]); classic control keeps one per core.
 pub(crate) fn ga3c_agents_per_core(body: &Body) -> usize {
     match body {
-        Body::Universe | Body::Universe84 => 16,
+        Body::Universe | Body::Universe84 | Body::UniverseMax => 16,
         Body::AtariLstm => 8,
         Body::Mlp { .. } => 1,
     }

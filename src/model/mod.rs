@@ -51,6 +51,9 @@ pub enum Body {
     /// The universe network over 1x84x84 screens (`--model universe84`, 1152
     /// features): four times the pixels, for a ball that is one pixel at 42x42.
     Universe84,
+    /// The universe network over 1x42x42 screens of block maxima (`--model
+    /// universe-max`): the same weights and cost, a one-pixel ball kept bright.
+    UniverseMax,
     /// Two fully connected ReLU layers over a flat observation, optionally followed by
     /// an LSTM cell.
     Mlp {
@@ -96,7 +99,7 @@ fn default_min_std() -> f64 {
 /// checkpoint's, where every size left out is the checkpoint's.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct ModelRequest {
-    /// The Atari network `--model` names (`AtariLstm`, `Universe` or `Universe84`); `None` when it is
+    /// The Atari network `--model` names (`AtariLstm`, `Universe`, `Universe84` or `UniverseMax`); `None` when it is
     /// left out.
     pub network: Option<Body>,
     /// `--hidden-size`, when given.
@@ -137,7 +140,8 @@ impl ModelRequest {
     pub fn fresh_spec(&self, env: &dyn Env) -> ModelSpec {
         let hidden_size = self.hidden_size.unwrap_or(self.default_hidden_size);
         let mut spec =
-            ModelSpec::for_env(env.observation_shape(), env.action_space(), hidden_size, self.lstm);
+            ModelSpec::for_env(env.observation_shape(), env.action_space(), hidden_size, self.lstm)
+                .on_screens_of(self.network.as_ref());
         if let (Some(floor), Head::Gaussian { min_std, .. }) = (self.min_std, &mut spec.head) {
             *min_std = floor;
         }
@@ -152,6 +156,7 @@ impl Body {
             Body::AtariLstm => "a3clstm",
             Body::Universe => "universe",
             Body::Universe84 => "universe84",
+            Body::UniverseMax => "universe-max",
             Body::Mlp { .. } => "mlp",
         }
     }
@@ -162,6 +167,7 @@ impl Body {
             Body::AtariLstm => Some(Screen::Gray80),
             Body::Universe => Some(Screen::Mean42),
             Body::Universe84 => Some(Screen::Mean84),
+            Body::UniverseMax => Some(Screen::Max42),
             Body::Mlp { .. } => None,
         }
     }
@@ -193,6 +199,16 @@ impl ModelSpec {
         ModelSpec { body, hidden_size, head }
     }
 
+    /// This spec with `network`'s body where the two read screens of one shape: the
+    /// universe network's 42x42 screens come bilinear or by block maxima, which an
+    /// observation's shape cannot tell apart.
+    pub fn on_screens_of(mut self, network: Option<&Body>) -> Self {
+        if self.body == Body::Universe && network == Some(&Body::UniverseMax) {
+            self.body = Body::UniverseMax;
+        }
+        self
+    }
+
     /// How many parameters the network has, computed without building it (as a float,
     /// so that absurd sizes cannot overflow): what memory checks go by.
     pub fn parameter_count(&self) -> f64 {
@@ -203,7 +219,7 @@ impl ModelSpec {
     /// Whether the network carries an LSTM state between steps.
     pub fn has_lstm(&self) -> bool {
         match self.body {
-            Body::AtariLstm | Body::Universe | Body::Universe84 => true,
+            Body::AtariLstm | Body::Universe | Body::Universe84 | Body::UniverseMax => true,
             Body::Mlp { lstm, .. } => lstm,
         }
     }
@@ -255,14 +271,14 @@ impl ActorCritic {
         let hidden = spec.hidden_size;
         let (body, features) = match spec.body {
             Body::AtariLstm => (atari_convs(&root), ATARI_FEATURES),
-            Body::Universe => (universe_convs(&root), UNIVERSE_FEATURES),
+            Body::Universe | Body::UniverseMax => (universe_convs(&root), UNIVERSE_FEATURES),
             Body::Universe84 => (universe_convs(&root), UNIVERSE84_FEATURES),
             Body::Mlp { inputs, ref input_norm, .. } => {
                 (mlp(&root, inputs, hidden, input_norm.as_ref()), hidden)
             }
         };
         let lstm = spec.has_lstm().then(|| match spec.body {
-            Body::Universe | Body::Universe84 => {
+            Body::Universe | Body::Universe84 | Body::UniverseMax => {
                 universe_lstm_cell(&(&root / "lstm"), features, hidden)
             }
             Body::AtariLstm | Body::Mlp { .. } => lstm_cell(&(&root / "lstm"), features, hidden),
@@ -471,7 +487,7 @@ pub fn parameter_shapes(spec: &ModelSpec) -> Vec<(String, Vec<i64>)> {
             }
             ATARI_FEATURES
         }
-        Body::Universe => {
+        Body::Universe | Body::UniverseMax => {
             UNIVERSE_CONVS.iter().for_each(|&(name, inputs)| layer(name, vec![32, inputs, 3, 3]));
             UNIVERSE_FEATURES
         }
@@ -539,6 +555,27 @@ mod tests {
 
     fn universe_spec(hidden_size: i64) -> ModelSpec {
         ModelSpec { body: Body::Universe, hidden_size, head: Head::Discrete { actions: 6 } }
+    }
+
+    /// A 42x42 observation makes the universe network, which becomes universe-max only
+    /// when that is asked for; universe-max has universe's parameters, shape for shape.
+    #[test]
+    fn universe_max_is_the_universe_network_on_other_screens() {
+        let actions = ActionSpace::Discrete { n: 4 };
+        let spec = |network| {
+            ModelSpec::for_env(&[1, UNIVERSE_SIDE, UNIVERSE_SIDE], &actions, 16, true)
+                .on_screens_of(network)
+        };
+        assert_eq!(spec(None).body, Body::Universe);
+        assert_eq!(spec(Some(&Body::Universe)).body, Body::Universe);
+        assert_eq!(spec(Some(&Body::UniverseMax)).body, Body::UniverseMax);
+        let wide = ModelSpec::for_env(&[1, UNIVERSE84_SIDE, UNIVERSE84_SIDE], &actions, 16, true);
+        assert_eq!(wide.on_screens_of(Some(&Body::UniverseMax)).body, Body::Universe84);
+        assert_eq!(
+            parameter_shapes(&spec(Some(&Body::UniverseMax))),
+            parameter_shapes(&spec(None))
+        );
+        assert_eq!(Body::UniverseMax.screen(), Some(Screen::Max42));
     }
 
     /// The Atari network has exactly the reference's state_dict keys and shapes.

@@ -23,9 +23,9 @@ use crate::env::rng::Rng;
 use crate::error::{Error, Result};
 use crop::Crop;
 use wrappers::{
-    preprocess, preprocess_universe, preprocess_universe84, EpisodicLife, FireReset, FrameEnv,
-    FrameStep, MaxAndSkip, NoopReset, RunningNormalizer, OBSERVATION_SIDE, UNIVERSE84_SIDE,
-    UNIVERSE_SIDE,
+    preprocess, preprocess_universe, preprocess_universe84, preprocess_universe_max, EpisodicLife,
+    FireReset, FrameEnv, FrameStep, MaxAndSkip, NoopReset, RunningNormalizer, OBSERVATION_SIDE,
+    UNIVERSE84_SIDE, UNIVERSE_SIDE,
 };
 
 /// ALE 0.6 fills static tables on first construction without synchronisation, so
@@ -557,6 +557,7 @@ pub fn make(id: AtariId, options: &EnvOptions) -> Result<Box<dyn Env>> {
         Screen::Gray80 => OBSERVATION_SIDE as i64,
         Screen::Mean42 => UNIVERSE_SIDE as i64,
         Screen::Mean84 => UNIVERSE84_SIDE as i64,
+        Screen::Max42 => UNIVERSE_SIDE as i64,
     };
     Ok(Box::new(AtariEnv {
         crop,
@@ -584,6 +585,7 @@ impl AtariEnv {
             }
             Screen::Mean42 => preprocess_universe(frame),
             Screen::Mean84 => preprocess_universe84(frame),
+            Screen::Max42 => preprocess_universe_max(frame),
         };
         self.normalizer.normalize(&mut observation);
         observation
@@ -746,7 +748,7 @@ mod id_tests {
         let mut tall = Vec::new();
         for rom in ROM_NAMES.iter().filter(|rom| unrunnable_reason(rom).is_none()) {
             let id = format!("{}NoFrameskip-v4", gym_name(rom));
-            for screen in [Screen::Gray80, Screen::Mean42, Screen::Mean84] {
+            for screen in [Screen::Gray80, Screen::Mean42, Screen::Mean84, Screen::Max42] {
                 play(&id, screen);
             }
             let config = EmulatorConfig { seed: 1, repeat_action_probability: 0.0 };

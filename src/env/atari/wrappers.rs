@@ -328,6 +328,35 @@ pub fn preprocess_universe(frame: &[u8]) -> Vec<f32> {
         .collect()
 }
 
+/// `--model universe-max`'s screen: the rows and columns [`preprocess_universe`] takes,
+/// cut into 42x42 blocks of about 3.8 pixels a side (neighbouring blocks share their
+/// edge pixels), each cell the brightest pixel of its block by the mean of the three
+/// channels, over 255. The bilinear resizes keep under 0.3 of a one-pixel ball's
+/// contrast where it falls between their samples; a block's maximum keeps all of it
+/// wherever it stands, at the same 42x42 the universe network reads.
+pub fn preprocess_universe_max(frame: &[u8]) -> Vec<f32> {
+    let (width, channels) = (SCREEN_WIDTH, CHANNELS);
+    assert!(screen_rows(frame) >= CROP_TOP + CROP_SIDE, "a screen of {} rows", screen_rows(frame));
+    let side = UNIVERSE_SIDE;
+    let block = |cell: usize| cell * CROP_SIDE / side..((cell + 1) * CROP_SIDE).div_ceil(side);
+    let mut screen = Vec::with_capacity(side * side);
+    for cell_row in 0..side {
+        for cell_column in 0..side {
+            let columns = block(cell_column);
+            let brightest = block(cell_row)
+                .flat_map(|row| {
+                    let line = &frame[(CROP_TOP + row) * width * channels..];
+                    line[columns.start * channels..columns.end * channels].chunks_exact(channels)
+                })
+                .map(|rgb| u16::from(rgb[0]) + u16::from(rgb[1]) + u16::from(rgb[2]))
+                .max()
+                .unwrap_or(0);
+            screen.push(f32::from(brightest) / (3.0 * 255.0));
+        }
+    }
+    screen
+}
+
 /// `--model universe84`'s screen: the rows and columns [`preprocess_universe`] takes,
 /// bilinear from 160x160 to 84x84 in one resize, the mean of the three channels, over 255.
 pub fn preprocess_universe84(frame: &[u8]) -> Vec<f32> {
@@ -584,11 +613,12 @@ mod tests {
         }
     }
 
-    /// `--model universe84`'s screen takes the same rows as the universe screen and the
-    /// mean of the colours, and keeps an object two pixels wide (Breakout's ball) at
-    /// half its contrast or more wherever it stands, where 42x42 can all but lose it.
+    /// `--model universe84`'s screen and `--model universe-max`'s take the same rows as
+    /// the universe screen and the mean of the colours, and keep an object two pixels
+    /// wide (Breakout's ball) at half its contrast or more (84x84) or all of it (42x42
+    /// by block maxima) wherever it stands, where the bilinear 42x42 can all but lose it.
     #[test]
-    fn universe84_screens_keep_small_objects() {
+    fn universe84_and_max_screens_keep_small_objects() {
         let (rows, width) = (210, 160);
         let background = 60.0 / 255.0;
         let object = 240.0 / 255.0;
@@ -623,11 +653,20 @@ mod tests {
         };
         let wide = least_contrast(preprocess_universe84);
         let narrow = least_contrast(preprocess_universe);
+        let pooled = least_contrast(preprocess_universe_max);
         assert!(wide >= 0.5, "84x84 keeps {wide} of the contrast somewhere");
         assert!(narrow < 0.3, "42x42 keeps {narrow} of it at least");
+        assert!(
+            (pooled - 1.0).abs() < 1e-6,
+            "42x42 by block maxima keeps {pooled} of it somewhere"
+        );
         assert_eq!(
             preprocess_universe84(&vec![0; rows * width * 3]).len(),
             UNIVERSE84_SIDE * UNIVERSE84_SIDE
+        );
+        assert_eq!(
+            preprocess_universe_max(&vec![0; rows * width * 3]).len(),
+            UNIVERSE_SIDE * UNIVERSE_SIDE
         );
     }
 
@@ -889,6 +928,7 @@ mod tests {
         let pong = Crop { crop1: 34, crop2: 34 };
         assert_eq!(observe(&tall, pong), observe(&short, pong));
         assert_eq!(preprocess_universe(&tall), preprocess_universe(&short));
+        assert_eq!(preprocess_universe_max(&tall), preprocess_universe_max(&short));
         let pinball = Crop { crop1: 42, crop2: 60 };
         let last_row = |observation: &[f32]| observation[(OBSERVATION_SIDE - 1) * OBSERVATION_SIDE];
         // 178 rows into 80: the last output row averages rows 217.55..219.775 of the tall

@@ -3,8 +3,8 @@
 //! read: one grey channel, square, scaled into [0, 1]. The universe network's screen
 //! takes the mean of the colour channels at 42x42 (84x84 for `--model universe84`), as
 //! its Atari screens do; the reference network's takes luminance at 80x80. All average
-//! the pixels each output
-//! pixel covers (box filtering), whatever the image's size and aspect.
+//! the pixels each output pixel covers (box filtering), whatever the image's size and
+//! aspect, but `--model universe-max`'s, which takes their brightest.
 
 use crate::env::Screen;
 use crate::model::{UNIVERSE84_SIDE, UNIVERSE_SIDE};
@@ -47,7 +47,7 @@ impl ImageLayout {
 /// The side of the square screen a network with `screen` reads.
 pub fn screen_side(screen: Screen) -> usize {
     match screen {
-        Screen::Mean42 => UNIVERSE_SIDE as usize,
+        Screen::Mean42 | Screen::Max42 => UNIVERSE_SIDE as usize,
         Screen::Mean84 => UNIVERSE84_SIDE as usize,
         Screen::Gray80 => REFERENCE_SIDE,
     }
@@ -59,7 +59,7 @@ pub fn to_screen(image: &[u8], layout: ImageLayout, screen: Screen) -> Vec<f32> 
     let grey = |pixel: &[u8]| -> f32 {
         match (channels, screen) {
             (1, _) => f32::from(pixel[0]),
-            (_, Screen::Mean42 | Screen::Mean84) => {
+            (_, Screen::Mean42 | Screen::Mean84 | Screen::Max42) => {
                 (f32::from(pixel[0]) + f32::from(pixel[1]) + f32::from(pixel[2])) / 3.0
             }
             (_, Screen::Gray80) => {
@@ -79,14 +79,20 @@ pub fn to_screen(image: &[u8], layout: ImageLayout, screen: Screen) -> Vec<f32> 
         let (top, bottom) = span(row, height);
         for column in 0..side {
             let (left, right) = span(column, width);
-            let mut sum = 0.0f32;
+            let (mut sum, mut brightest) = (0.0f32, 0.0f32);
             for y in top..bottom {
                 for x in left..right {
                     let at = (y * width + x) * channels;
-                    sum += grey(&image[at..at + channels]);
+                    let value = grey(&image[at..at + channels]);
+                    sum += value;
+                    brightest = brightest.max(value);
                 }
             }
-            out.push(sum / ((bottom - top) * (right - left)) as f32 / 255.0);
+            let value = match screen {
+                Screen::Max42 => brightest,
+                _ => sum / ((bottom - top) * (right - left)) as f32,
+            };
+            out.push(value / 255.0);
         }
     }
     out
@@ -125,6 +131,22 @@ mod tests {
         let reference = to_screen(&image, layout, Screen::Gray80);
         assert_eq!(reference.len(), 80 * 80);
         assert!((reference[0] - 1.0).abs() < 1e-5 && reference[79] == 0.0);
+    }
+
+    /// The block-maximum screen keeps a lone bright pixel at full brightness, where
+    /// the averaged one spreads it over its cell.
+    #[test]
+    fn the_maximum_screen_keeps_a_lone_pixel() {
+        let (height, width) = (168, 168);
+        let mut image = vec![0u8; height * width];
+        image[5 * width + 9] = 255;
+        let layout = ImageLayout { height, width, channels: 1 };
+        let pooled = to_screen(&image, layout, Screen::Max42);
+        let averaged = to_screen(&image, layout, Screen::Mean42);
+        assert_eq!(pooled.len(), 42 * 42);
+        assert_eq!(pooled[42 + 2], 1.0);
+        assert_eq!(pooled.iter().filter(|&&value| value > 0.0).count(), 1);
+        assert_eq!(averaged[42 + 2], 1.0 / 16.0);
     }
 
     /// A smaller image than the screen is spread over it, each pixel to whole cells.
