@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use crate::util::{
     assert_one_line_error, cartpole, edit_sidecar, saved_agent_steps, sidecar_json, signal,
-    small_cartpole, Lines, Scratch,
+    small_cartpole, Lines, Run, Scratch,
 };
 
 /// A few hundred Atari steps with two workers write the log (starting with the
@@ -274,8 +274,7 @@ fn cpu_atari_runs_hear_about_the_universe_network() {
 #[test]
 fn universe84_trains_resumes_and_plays_from_bare_weights() {
     let scratch = Scratch::new("universe84");
-    let breakout = ["--env", "BreakoutDeterministic-v4", "--workers", "1", "--hidden-size", "16"];
-    let train = |extra: &[&str]| scratch.a3g(&[&["train"], &breakout[..], extra].concat());
+    let train = |extra: &[&str]| train_small_breakout(&scratch, extra);
     let run = train(&["--model", "universe84", "--max-steps", "40"]);
     assert!(run.status.success(), "{}", run.stderr);
     let model = scratch.path("trained_models/BreakoutDeterministic-v4.safetensors");
@@ -289,19 +288,7 @@ fn universe84_trains_resumes_and_plays_from_bare_weights() {
 
     std::fs::create_dir(scratch.path("bare")).unwrap();
     std::fs::copy(&model, scratch.path("bare/BreakoutDeterministic-v4.safetensors")).unwrap();
-    let eval = scratch.a3g(&[
-        "eval",
-        "--env",
-        "BreakoutDeterministic-v4",
-        "--num-episodes",
-        "1",
-        "--max-episode-length",
-        "200",
-        "--load-model-dir",
-        "bare",
-    ]);
-    assert!(eval.status.success(), "{}", eval.stderr);
-    assert!(eval.stdout.contains("1 episodes: reward mean"), "{}", eval.stdout);
+    plays_a_short_breakout_game(&scratch, "bare");
 }
 
 /// --model universe-max trains the universe network on block-maximum screens: its
@@ -310,8 +297,7 @@ fn universe84_trains_resumes_and_plays_from_bare_weights() {
 #[test]
 fn universe_max_trains_resumes_and_plays() {
     let scratch = Scratch::new("universe-max");
-    let breakout = ["--env", "BreakoutDeterministic-v4", "--workers", "1", "--hidden-size", "16"];
-    let train = |extra: &[&str]| scratch.a3g(&[&["train"], &breakout[..], extra].concat());
+    let train = |extra: &[&str]| train_small_breakout(&scratch, extra);
     let run = train(&["--model", "universe-max", "--max-steps", "40"]);
     assert!(run.status.success(), "{}", run.stderr);
     let sidecar =
@@ -326,6 +312,18 @@ fn universe_max_trains_resumes_and_plays() {
     assert!(run.status.success(), "{}", run.stderr);
     assert!(run.stdout.contains("resumed"), "{}", run.stdout);
 
+    plays_a_short_breakout_game(&scratch, "trained_models");
+}
+
+/// `a3g train` on Breakout with one worker and an LSTM of 16, and `extra`.
+fn train_small_breakout(scratch: &Scratch, extra: &[&str]) -> Run {
+    let breakout = ["--env", "BreakoutDeterministic-v4", "--workers", "1", "--hidden-size", "16"];
+    scratch.a3g(&[&["train"], &breakout[..], extra].concat())
+}
+
+/// `a3g eval` plays one Breakout game of at most 200 agent steps with the model in
+/// `model_dir`.
+fn plays_a_short_breakout_game(scratch: &Scratch, model_dir: &str) {
     let eval = scratch.a3g(&[
         "eval",
         "--env",
@@ -334,6 +332,8 @@ fn universe_max_trains_resumes_and_plays() {
         "1",
         "--max-episode-length",
         "200",
+        "--load-model-dir",
+        model_dir,
     ]);
     assert!(eval.status.success(), "{}", eval.stderr);
     assert!(eval.stdout.contains("1 episodes: reward mean"), "{}", eval.stdout);
