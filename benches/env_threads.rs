@@ -3,7 +3,7 @@
 //! What a trainer's agent steps/s is held against: the same machine doing nothing but
 //! the environment.
 //!
-//! Run: `cargo bench --bench env_threads -- THREADS SECONDS [gray80|mean42]`
+//! Run: `cargo bench --bench env_threads -- THREADS SECONDS [gray80|mean42|mean84|max42]`
 //! (defaults: one thread per core, 20 s, mean42: the universe network's screen).
 //! Prints one line: threads, screen, the summed agent steps/s and the per-thread spread.
 
@@ -27,7 +27,8 @@ fn main() {
         None | Some("mean42") => Screen::Mean42,
         Some("gray80") => Screen::Gray80,
         Some("mean84") => Screen::Mean84,
-        Some(other) => panic!("unknown screen {other}: gray80, mean42 or mean84"),
+        Some("max42") => Screen::Max42,
+        Some(other) => panic!("unknown screen {other}: gray80, mean42, mean84 or max42"),
     };
 
     let stop = Arc::new(AtomicBool::new(false));

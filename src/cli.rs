@@ -243,8 +243,9 @@ pub struct TrainArgs {
     pub environment: EnvArgs,
 
     /// Workers (a3c) or agents (ga3c), each with its own environment (default: one per
-    /// core; with --trainer ga3c on Atari, 16 per core with --model universe, universe84 or universe-max and 8 with
-    /// a3clstm, the counts measured fastest on two cores).
+    /// core; with --trainer ga3c on Atari, 16 per core with --model universe,
+    /// universe84 or universe-max and 8 with a3clstm, the counts measured fastest on
+    /// two cores).
     #[arg(long, allow_negative_numbers = true, help_heading = "Workers")]
     pub workers: Option<usize>,
     /// The trainer: asynchronous workers (a3c) or batched agents, predictors and

@@ -454,7 +454,8 @@ pub fn implied_architecture(path: &Path, tensors: &[(String, Tensor)]) -> Result
 /// How the Atari screens a checkpoint's network was trained on were prepared, by the
 /// shape of its first convolution: the universe network's is 3x3, the reference's
 /// 5x5; a universe network's LSTM then tells 42x42 screens from 84x84 by the features
-/// it takes. Any other network (classic control has none) gets the default.
+/// it takes. Any other network (classic control has none) gets the default. A
+/// universe-max network has universe's shapes, so only its sidecar can say so.
 pub fn implied_screen(tensors: &[(String, Tensor)]) -> crate::env::Screen {
     let size_of = |wanted: &str| {
         tensors.iter().find(|(name, _)| name == wanted).map(|(_, tensor)| tensor.size())

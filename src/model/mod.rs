@@ -99,8 +99,8 @@ fn default_min_std() -> f64 {
 /// checkpoint's, where every size left out is the checkpoint's.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct ModelRequest {
-    /// The Atari network `--model` names (`AtariLstm`, `Universe`, `Universe84` or `UniverseMax`); `None` when it is
-    /// left out.
+    /// The Atari network `--model` names (`AtariLstm`, `Universe`, `Universe84` or
+    /// `UniverseMax`); `None` when it is left out.
     pub network: Option<Body>,
     /// `--hidden-size`, when given.
     pub hidden_size: Option<i64>,
@@ -940,6 +940,11 @@ mod tests {
             },
             ModelSpec {
                 body: Body::Universe,
+                hidden_size: 20,
+                head: Head::Discrete { actions: 4 },
+            },
+            ModelSpec {
+                body: Body::UniverseMax,
                 hidden_size: 20,
                 head: Head::Discrete { actions: 4 },
             },

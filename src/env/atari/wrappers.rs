@@ -329,11 +329,12 @@ pub fn preprocess_universe(frame: &[u8]) -> Vec<f32> {
 }
 
 /// `--model universe-max`'s screen: the rows and columns [`preprocess_universe`] takes,
-/// cut into 42x42 blocks of about 3.8 pixels a side (neighbouring blocks share their
-/// edge pixels), each cell the brightest pixel of its block by the mean of the three
-/// channels, over 255. The bilinear resizes keep under 0.3 of a one-pixel ball's
-/// contrast where it falls between their samples; a block's maximum keeps all of it
-/// wherever it stands, at the same 42x42 the universe network reads.
+/// cut into 42x42 blocks of 4 or 5 pixels a side, one every 3.8 pixels (most
+/// neighbours share a row or column of pixels), each cell the brightest pixel of its
+/// block by the mean of the three channels, over 255. The bilinear resizes keep under
+/// 0.3 of the contrast of Breakout's ball (two pixels wide) where it falls between
+/// their samples; a block's maximum keeps all of it wherever it stands, at the same
+/// 42x42 the universe network reads.
 pub fn preprocess_universe_max(frame: &[u8]) -> Vec<f32> {
     let (width, channels) = (SCREEN_WIDTH, CHANNELS);
     assert!(screen_rows(frame) >= CROP_TOP + CROP_SIDE, "a screen of {} rows", screen_rows(frame));
@@ -658,7 +659,7 @@ mod tests {
         assert!(narrow < 0.3, "42x42 keeps {narrow} of it at least");
         assert!(
             (pooled - 1.0).abs() < 1e-6,
-            "42x42 by block maxima keeps {pooled} of it somewhere"
+            "42x42 by block maxima keeps as little as {pooled} of it"
         );
         assert_eq!(
             preprocess_universe84(&vec![0; rows * width * 3]).len(),
