@@ -12,6 +12,7 @@ use crate::env::gym::PythonOptions;
 use crate::env::{CropTable, EnvOptions, Screen};
 use crate::error::Error;
 pub use crate::ga3c::settings::{Ga3cArgs, PrecisionName};
+use crate::model::Body;
 
 /// Asynchronous advantage actor-critic (A3C) and its GPU-hybrid form A3G.
 ///
@@ -61,13 +62,13 @@ pub enum ModelName {
 }
 
 impl ModelName {
-    /// How Atari screens are prepared for this network.
-    pub fn screen(self) -> Screen {
+    /// The network this name builds, which knows its screens.
+    pub fn body(self) -> Body {
         match self {
-            ModelName::A3cLstm => Screen::Gray80,
-            ModelName::Universe => Screen::Mean42,
-            ModelName::Universe84 => Screen::Mean84,
-            ModelName::UniverseMax => Screen::Max42,
+            ModelName::A3cLstm => Body::AtariLstm,
+            ModelName::Universe => Body::Universe,
+            ModelName::Universe84 => Body::Universe84,
+            ModelName::UniverseMax => Body::UniverseMax,
         }
     }
 

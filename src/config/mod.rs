@@ -340,19 +340,16 @@ impl<'a> TrainPlan<'a> {
         }
         let network = args.model.unwrap_or(ModelName::A3cLstm);
         let model = ModelRequest {
-            network: args.model.map(|model| match model {
-                ModelName::A3cLstm => Body::AtariLstm,
-                ModelName::Universe => Body::Universe,
-                ModelName::Universe84 => Body::Universe84,
-                ModelName::UniverseMax => Body::UniverseMax,
-            }),
+            network: args.model.map(ModelName::body),
             hidden_size: args.hidden_size,
             default_hidden_size: network.default_hidden_size(),
             lstm: args.lstm,
             min_std: args.min_std,
             normalize_obs: args.normalize_obs,
         };
-        let env = EnvConfig::new(&args.environment, args.seed, network.screen())?;
+        // Every network --model names is an Atari one, with screens of its own.
+        let screen = network.body().screen().unwrap_or_default();
+        let env = EnvConfig::new(&args.environment, args.seed, screen)?;
         Ok(TrainPlan { args, env, model, devices, cores, launch })
     }
 
@@ -586,12 +583,10 @@ impl TrainConfig {
         use serde_json::json;
         let (trainer, rollout_lengths) = (self.trainer.name(), self.trainer.rollout_lengths());
         let spec = &self.spec;
-        let (network, lstm, scaling) = match &spec.body {
-            Body::AtariLstm => ("a3clstm", true, None),
-            Body::Universe => ("universe", true, None),
-            Body::Universe84 => ("universe84", true, None),
-            Body::UniverseMax => ("universe-max", true, None),
-            Body::Mlp { lstm, input_norm, .. } => ("mlp", *lstm, input_norm.as_ref()),
+        let network = spec.body.network_name();
+        let (lstm, scaling) = match &spec.body {
+            Body::Mlp { lstm, input_norm, .. } => (*lstm, input_norm.as_ref()),
+            Body::AtariLstm | Body::Universe | Body::Universe84 | Body::UniverseMax => (true, None),
         };
         let mut settings = vec![
             json!(["a3g's version", env!("CARGO_PKG_VERSION")]),

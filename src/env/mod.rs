@@ -178,6 +178,17 @@ pub enum Screen {
     Max42,
 }
 
+impl Screen {
+    /// The side of these square screens, as the network that reads them takes them.
+    pub fn side(self) -> usize {
+        match self {
+            Screen::Gray80 => atari::wrappers::OBSERVATION_SIDE,
+            Screen::Mean42 | Screen::Max42 => atari::wrappers::UNIVERSE_SIDE,
+            Screen::Mean84 => atari::wrappers::UNIVERSE84_SIDE,
+        }
+    }
+}
+
 impl Default for EnvOptions {
     fn default() -> Self {
         EnvOptions {

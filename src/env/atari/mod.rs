@@ -25,7 +25,6 @@ use crop::Crop;
 use wrappers::{
     preprocess, preprocess_universe, preprocess_universe84, preprocess_universe_max, EpisodicLife,
     FireReset, FrameEnv, FrameStep, MaxAndSkip, NoopReset, RunningNormalizer, OBSERVATION_SIDE,
-    UNIVERSE84_SIDE, UNIVERSE_SIDE,
 };
 
 /// ALE 0.6 fills static tables on first construction without synchronisation, so
@@ -553,12 +552,7 @@ pub fn make(id: AtariId, options: &EnvOptions) -> Result<Box<dyn Env>> {
     if has_fire {
         stack = Box::new(FireReset::new(stack));
     }
-    let side = match options.screen {
-        Screen::Gray80 => OBSERVATION_SIDE as i64,
-        Screen::Mean42 => UNIVERSE_SIDE as i64,
-        Screen::Mean84 => UNIVERSE84_SIDE as i64,
-        Screen::Max42 => UNIVERSE_SIDE as i64,
-    };
+    let side = options.screen.side() as i64;
     Ok(Box::new(AtariEnv {
         crop,
         id: id.id,

@@ -7,10 +7,6 @@
 //! aspect, but `--model universe-max`'s, which takes their brightest.
 
 use crate::env::Screen;
-use crate::model::{UNIVERSE84_SIDE, UNIVERSE_SIDE};
-
-/// The reference network's screen side.
-const REFERENCE_SIDE: usize = 80;
 
 /// An image's layout, as its observation space gives it.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -44,15 +40,6 @@ impl ImageLayout {
     }
 }
 
-/// The side of the square screen a network with `screen` reads.
-pub fn screen_side(screen: Screen) -> usize {
-    match screen {
-        Screen::Mean42 | Screen::Max42 => UNIVERSE_SIDE as usize,
-        Screen::Mean84 => UNIVERSE84_SIDE as usize,
-        Screen::Gray80 => REFERENCE_SIDE,
-    }
-}
-
 /// `image` (laid out as `layout`) as a `side` x `side` grey screen for `screen`.
 pub fn to_screen(image: &[u8], layout: ImageLayout, screen: Screen) -> Vec<f32> {
     let ImageLayout { height, width, channels } = layout;
@@ -69,7 +56,7 @@ pub fn to_screen(image: &[u8], layout: ImageLayout, screen: Screen) -> Vec<f32> 
             }
         }
     };
-    let side = screen_side(screen);
+    let side = screen.side();
     let span = |index: usize, from: usize| {
         let start = index * from / side;
         (start, ((index + 1) * from / side).max(start + 1).min(from))

@@ -24,7 +24,7 @@ use serde::Deserialize;
 
 use super::{Action, ActionSpace, Env, Frame, Screen, Step};
 use crate::error::{Error, Result};
-use image::{screen_side, to_screen, ImageLayout};
+use image::{to_screen, ImageLayout};
 
 mod image;
 
@@ -229,7 +229,7 @@ impl PythonEnv {
         env.image = image_layout(&description.observation);
         match env.image {
             Some(layout) => {
-                let side = screen_side(screen) as i64;
+                let side = screen.side() as i64;
                 env.observation_shape = vec![1, side, side];
                 env.observation_len = layout.len();
             }
