@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use a3g::distributed::c10d::{Group, BUILT_IN};
 use a3g::distributed::Launch;
 use a3g::env::ActionSpace;
-use a3g::model::ModelSpec;
+use a3g::model::{Body, ModelSpec};
 
 const WARM_UP: usize = 5;
 const SYNCS: usize = 25;
@@ -54,9 +54,16 @@ fn main() {
     };
     let pong = ActionSpace::Discrete { n: 6 };
     let networks = [
-        ("cartpole", ModelSpec::for_env(&[4], &ActionSpace::Discrete { n: 2 }, 64, false)),
-        ("universe", ModelSpec::for_env(&[1, 42, 42], &pong, 256, true)),
-        ("reference", ModelSpec::for_env(&[1, 80, 80], &pong, 512, true)),
+        (
+            "cartpole",
+            ModelSpec::with_body(
+                Body::Mlp { inputs: 4, lstm: false, input_norm: None },
+                &ActionSpace::Discrete { n: 2 },
+                64,
+            ),
+        ),
+        ("universe", ModelSpec::with_body(Body::Universe, &pong, 256)),
+        ("reference", ModelSpec::with_body(Body::AtariLstm, &pong, 512)),
     ];
     let mut group = match Group::join(&launch, Duration::from_secs(60)) {
         Ok(group) => group,

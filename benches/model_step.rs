@@ -9,7 +9,7 @@
 use std::time::Instant;
 
 use a3g::env::ActionSpace;
-use a3g::model::{ActorCritic, LstmState, LstmTape, ModelSpec, Policy};
+use a3g::model::{ActorCritic, Body, LstmState, LstmTape, ModelSpec, Policy};
 use tch::{nn, Device, Kind, Tensor};
 
 const ROLLOUT: usize = 20;
@@ -62,7 +62,7 @@ fn measure(
 fn main() {
     tch::set_num_threads(1);
     tch::manual_seed(1);
-    let spec = ModelSpec::for_env(&[1, 80, 80], &ActionSpace::Discrete { n: 6 }, 512, true);
+    let spec = ModelSpec::with_body(Body::AtariLstm, &ActionSpace::Discrete { n: 6 }, 512);
     let store = nn::VarStore::new(Device::Cpu);
     let model = ActorCritic::new(&store, &spec);
     let screens: Vec<Tensor> =

@@ -9,7 +9,7 @@
 use std::time::Instant;
 
 use a3g::env::ActionSpace;
-use a3g::model::{ActorCritic, LstmState, ModelSpec};
+use a3g::model::{ActorCritic, Body, LstmState, ModelSpec};
 use a3g::precision::{native_bf16_cpu, Precision};
 use tch::{nn, Device, Kind, Tensor};
 
@@ -64,8 +64,10 @@ fn main() {
         if native_bf16_cpu() { "yes" } else { "no (emulated: slow)" }
     );
     let actions = ActionSpace::Discrete { n: 6 };
-    for (name, side, hidden) in [("universe", 42, 256), ("a3clstm", 80, 512)] {
-        let spec = ModelSpec::for_env(&[1, side, side], &actions, hidden, true);
+    for (name, body, side, hidden) in
+        [("universe", Body::Universe, 42, 256), ("a3clstm", Body::AtariLstm, 80, 512)]
+    {
+        let spec = ModelSpec::with_body(body, &actions, hidden);
         let model = ActorCritic::new(&nn::VarStore::new(Device::Cpu), &spec);
         let screens = |rows: i64| Tensor::randn([rows, 1, side, side], (Kind::Float, Device::Cpu));
         for rows in [1, 2, 4, 8, 16, 32] {

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use a3g::distributed::c10d::{Group, BUILT_IN};
 use a3g::distributed::Launch;
 use a3g::env::ActionSpace;
-use a3g::model::ModelSpec;
+use a3g::model::{Body, ModelSpec};
 
 const WARM_UP: usize = 5;
 const SYNCS: usize = 50;
@@ -87,12 +87,16 @@ fn main() {
     }
     let pong = ActionSpace::Discrete { n: 6 };
     let networks = [
-        ("a3clstm (reference), hidden 512", ModelSpec::for_env(&[1, 80, 80], &pong, 512, true)),
-        ("universe, hidden 256", ModelSpec::for_env(&[1, 42, 42], &pong, 256, true)),
+        ("a3clstm (reference), hidden 512", ModelSpec::with_body(Body::AtariLstm, &pong, 512)),
+        ("universe, hidden 256", ModelSpec::with_body(Body::Universe, &pong, 256)),
     ];
     let cartpole = (
         "CartPole MLP, hidden 64",
-        ModelSpec::for_env(&[4], &ActionSpace::Discrete { n: 2 }, 64, false),
+        ModelSpec::with_body(
+            Body::Mlp { inputs: 4, lstm: false, input_norm: None },
+            &ActionSpace::Discrete { n: 2 },
+            64,
+        ),
     );
     let length = |spec: &ModelSpec| spec.parameter_count() as usize;
     let mut plan: Vec<(usize, Round)> =

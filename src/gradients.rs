@@ -154,7 +154,7 @@ const LARGEST_USABLE_GRADIENT: f64 = 1.8e19;
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{ActorCritic, LstmState, ModelSpec};
+    use crate::model::{ActorCritic, Body, LstmState, ModelSpec};
     use tch::nn;
 
     /// A loss with known terms whose backward pass gives `parameters` the gradients
@@ -216,7 +216,7 @@ mod tests {
     #[test]
     fn flat_buffer_equals_per_tensor_copies() {
         let action_space = crate::env::ActionSpace::Discrete { n: 6 };
-        let spec = ModelSpec::for_env(&[1, 80, 80], &action_space, 32, true);
+        let spec = ModelSpec::with_body(Body::AtariLstm, &action_space, 32);
         let stores = [nn::VarStore::new(Device::Cpu), nn::VarStore::new(Device::Cpu)];
         let [per_tensor_model, buffered_model] =
             [&stores[0], &stores[1]].map(|store| ActorCritic::new(store, &spec));

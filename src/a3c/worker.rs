@@ -274,7 +274,7 @@ mod tests {
     /// a shared model and optimizer on the CPU, as `a3g train` builds them.
     fn worker(env_id: &str, device: Device, profile_phases: bool) -> (Worker, LocalModel) {
         let env = env::make(env_id, &EnvOptions { seed: 1, ..EnvOptions::default() }).unwrap();
-        let spec = ModelSpec::for_env(env.observation_shape(), env.action_space(), 32, true);
+        let spec = ModelSpec::for_env(env.as_ref(), 32, true);
         let shared = ActorCritic::new(&nn::VarStore::new(Device::Cpu), &spec);
         let shared_parameters: Vec<Tensor> =
             shared.parameters().iter().map(|(_, tensor)| tensor.shallow_clone()).collect();

@@ -199,9 +199,7 @@ fn checked_spec(
     tensors: Option<TensorsToCheck>,
     sidecar: Option<(&Sidecar, &Path)>,
 ) -> Result<ModelSpec> {
-    let mut spec =
-        ModelSpec::for_env(env.observation_shape(), env.action_space(), hidden_size, lstm)
-            .on_screens_of(sidecar.map(|(sidecar, _)| &sidecar.model.body));
+    let mut spec = ModelSpec::for_env(env, hidden_size, lstm);
     if let Some((sidecar, _)) = sidecar {
         check_same_spaces(env, &spec, &sidecar.model)?;
     }
@@ -397,6 +395,30 @@ mod tests {
             checksums: None,
             trained_with: None,
         }
+    }
+
+    /// A checkpoint's network is built for the screens the environment makes, and a
+    /// sidecar naming another network that reads screens of the same shape is refused
+    /// rather than played on the wrong screens.
+    #[test]
+    fn the_environments_screens_must_be_the_checkpoints() {
+        let breakout = |screen| {
+            let options = crate::env::EnvOptions { screen, ..Default::default() };
+            crate::env::make("BreakoutDeterministic-v4", &options).unwrap()
+        };
+        let sidecar = sidecar_of(Body::UniverseMax);
+        let recorded = Some((&sidecar, Path::new("model.json")));
+        let spec = checked_spec(breakout(Screen::Max42).as_ref(), (16, true), None, recorded);
+        assert_eq!(spec.unwrap().body, Body::UniverseMax);
+        let fresh = ModelSpec::for_env(breakout(Screen::Mean42).as_ref(), 16, true);
+        assert_eq!(fresh.body, Body::Universe);
+        let Err(error) =
+            checked_spec(breakout(Screen::Mean42).as_ref(), (16, true), None, recorded)
+        else {
+            panic!("universe-max weights were given universe's screens");
+        };
+        let message = error.to_string();
+        assert!(message.contains("the universe-max network's screens"), "{message}");
     }
 
     /// `a3g eval` plays a universe-max checkpoint on block maxima, as its sidecar says,

@@ -91,6 +91,12 @@ pub trait Env: Send {
     fn action_space(&self) -> &ActionSpace;
     /// The shape of each observation (for Atari `[1, 80, 80]`).
     fn observation_shape(&self) -> &[i64];
+    /// How its screens are prepared, for an environment whose observations are
+    /// screens: what picks the network, where two ways of preparing them give one
+    /// shape. `None` for observations that are not screens, and by default.
+    fn screen(&self) -> Option<Screen> {
+        None
+    }
     /// Starts an episode, first reseeding when `seed` is given; returns the observation.
     /// Fails only for an environment outside a3g's own process whose code failed.
     fn reset(&mut self, seed: Option<u64>) -> Result<Vec<f32>>;

@@ -320,7 +320,7 @@ mod tests {
             .expect("CartPole-v1 exists")
         };
         let probe = env_for(0);
-        let spec = ModelSpec::for_env(probe.observation_shape(), probe.action_space(), 16, true);
+        let spec = ModelSpec::for_env(probe.as_ref(), 16, true);
         let shared = ActorCritic::new(&nn::VarStore::new(Device::Cpu), &spec);
         let (requests, request_queue) = unbounded();
         let (segment_sender, segments) = unbounded();

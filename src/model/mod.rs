@@ -139,9 +139,7 @@ impl ModelRequest {
     /// measured where the run starts).
     pub fn fresh_spec(&self, env: &dyn Env) -> ModelSpec {
         let hidden_size = self.hidden_size.unwrap_or(self.default_hidden_size);
-        let mut spec =
-            ModelSpec::for_env(env.observation_shape(), env.action_space(), hidden_size, self.lstm)
-                .on_screens_of(self.network.as_ref());
+        let mut spec = ModelSpec::for_env(env, hidden_size, self.lstm);
         if let (Some(floor), Head::Gaussian { min_std, .. }) = (self.min_std, &mut spec.head) {
             *min_std = floor;
         }
@@ -171,25 +169,46 @@ impl Body {
             Body::Mlp { .. } => None,
         }
     }
+
+    /// The network for observations of `shape` from an environment that does not say
+    /// how its screens are prepared (one of a program's own): the Atari network whose
+    /// screens have that shape, else the MLP.
+    fn for_observations(shape: &[i64], lstm: bool) -> Body {
+        if shape == [1, UNIVERSE_SIDE, UNIVERSE_SIDE] {
+            Body::Universe
+        } else if shape == [1, UNIVERSE84_SIDE, UNIVERSE84_SIDE] {
+            Body::Universe84
+        } else if shape.len() == 3 {
+            Body::AtariLstm
+        } else {
+            Body::Mlp { inputs: shape.iter().product(), lstm, input_norm: None }
+        }
+    }
+
+    /// The Atari network that reads `screen`.
+    pub fn reading(screen: Screen) -> Body {
+        match screen {
+            Screen::Gray80 => Body::AtariLstm,
+            Screen::Mean42 => Body::Universe,
+            Screen::Mean84 => Body::Universe84,
+            Screen::Max42 => Body::UniverseMax,
+        }
+    }
 }
 
 impl ModelSpec {
-    /// The model the reference would build for an environment.
-    pub fn for_env(
-        observation_shape: &[i64],
-        action_space: &ActionSpace,
-        hidden_size: i64,
-        lstm: bool,
-    ) -> Self {
-        let body = if observation_shape == [1, UNIVERSE_SIDE, UNIVERSE_SIDE] {
-            Body::Universe
-        } else if observation_shape == [1, UNIVERSE84_SIDE, UNIVERSE84_SIDE] {
-            Body::Universe84
-        } else if observation_shape.len() == 3 {
-            Body::AtariLstm
-        } else {
-            Body::Mlp { inputs: observation_shape.iter().product(), lstm, input_norm: None }
+    /// The model the reference would build for `env`: the network that reads its
+    /// screens, where they are screens.
+    pub fn for_env(env: &dyn Env, hidden_size: i64, lstm: bool) -> Self {
+        let body = match env.screen() {
+            Some(screen) => Body::reading(screen),
+            None => Body::for_observations(env.observation_shape(), lstm),
         };
+        ModelSpec::with_body(body, env.action_space(), hidden_size)
+    }
+
+    /// The model with `body` and a head for `action_space`.
+    pub fn with_body(body: Body, action_space: &ActionSpace, hidden_size: i64) -> Self {
         let head = match action_space {
             ActionSpace::Discrete { n } => Head::Discrete { actions: *n as i64 },
             ActionSpace::Continuous { low, high } => {
@@ -197,16 +216,6 @@ impl ModelSpec {
             }
         };
         ModelSpec { body, hidden_size, head }
-    }
-
-    /// This spec with `network`'s body where the two read screens of one shape: the
-    /// universe network's 42x42 screens come bilinear or by block maxima, which an
-    /// observation's shape cannot tell apart.
-    pub fn on_screens_of(mut self, network: Option<&Body>) -> Self {
-        if self.body == Body::Universe && network == Some(&Body::UniverseMax) {
-            self.body = Body::UniverseMax;
-        }
-        self
     }
 
     /// How many parameters the network has, computed without building it (as a float,
@@ -557,25 +566,29 @@ mod tests {
         ModelSpec { body: Body::Universe, hidden_size, head: Head::Discrete { actions: 6 } }
     }
 
-    /// A 42x42 observation makes the universe network, which becomes universe-max only
-    /// when that is asked for; universe-max has universe's parameters, shape for shape.
+    /// Each screen picks the network that reads it, universe-max's block maxima
+    /// included, which have the bilinear screen's shape; universe-max has universe's
+    /// parameters, shape for shape. Observations of an environment that does not say
+    /// how its screens are made pick the network by their shape.
     #[test]
-    fn universe_max_is_the_universe_network_on_other_screens() {
+    fn screens_pick_their_network() {
+        for screen in [Screen::Gray80, Screen::Mean42, Screen::Mean84, Screen::Max42] {
+            assert_eq!(Body::reading(screen).screen(), Some(screen));
+        }
+        assert_eq!(Body::reading(Screen::Max42), Body::UniverseMax);
         let actions = ActionSpace::Discrete { n: 4 };
-        let spec = |network| {
-            ModelSpec::for_env(&[1, UNIVERSE_SIDE, UNIVERSE_SIDE], &actions, 16, true)
-                .on_screens_of(network)
-        };
-        assert_eq!(spec(None).body, Body::Universe);
-        assert_eq!(spec(Some(&Body::Universe)).body, Body::Universe);
-        assert_eq!(spec(Some(&Body::UniverseMax)).body, Body::UniverseMax);
-        let wide = ModelSpec::for_env(&[1, UNIVERSE84_SIDE, UNIVERSE84_SIDE], &actions, 16, true);
-        assert_eq!(wide.on_screens_of(Some(&Body::UniverseMax)).body, Body::Universe84);
+        let spec = |body| ModelSpec::with_body(body, &actions, 16);
         assert_eq!(
-            parameter_shapes(&spec(Some(&Body::UniverseMax))),
-            parameter_shapes(&spec(None))
+            parameter_shapes(&spec(Body::UniverseMax)),
+            parameter_shapes(&spec(Body::Universe))
         );
-        assert_eq!(Body::UniverseMax.screen(), Some(Screen::Max42));
+        let side = UNIVERSE_SIDE;
+        assert_eq!(Body::for_observations(&[1, side, side], true), Body::Universe);
+        assert_eq!(Body::for_observations(&[1, 80, 80], true), Body::AtariLstm);
+        assert_eq!(
+            Body::for_observations(&[3, 2], false),
+            Body::Mlp { inputs: 6, lstm: false, input_norm: None }
+        );
     }
 
     /// The Atari network has exactly the reference's state_dict keys and shapes.

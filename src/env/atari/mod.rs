@@ -599,6 +599,10 @@ impl Env for AtariEnv {
         &self.observation_shape
     }
 
+    fn screen(&self) -> Option<Screen> {
+        Some(self.screen)
+    }
+
     fn reset(&mut self, seed: Option<u64>) -> Result<Vec<f32>> {
         if let Some(seed) = seed {
             self.stack.reseed(seed);

@@ -379,6 +379,10 @@ impl Env for PythonEnv {
         &self.observation_shape
     }
 
+    fn screen(&self) -> Option<Screen> {
+        self.image.is_some().then_some(self.screen)
+    }
+
     fn reset(&mut self, seed: Option<u64>) -> Result<Vec<f32>> {
         let seed = seed.or(self.first_seed.take());
         let mut request = vec![b'r', u8::from(seed.is_some())];
