@@ -214,7 +214,8 @@ fn checked_spec(
 
 /// Refuses an environment whose observations or actions are not those the model was
 /// trained on (`trained`, as its sidecar describes it): an outside environment's id made
-/// with other keyword arguments may be another task.
+/// with other keyword arguments may be another task, and screens of one shape may be
+/// made two ways (universe's and universe-max's).
 fn check_same_spaces(env: &dyn Env, spec: &ModelSpec, trained: &ModelSpec) -> Result<()> {
     let inputs = |spec: &ModelSpec| match &spec.body {
         Body::Mlp { inputs, .. } => format!("observations of {inputs} values"),

@@ -93,7 +93,9 @@ pub trait Env: Send {
     fn observation_shape(&self) -> &[i64];
     /// How its screens are prepared, for an environment whose observations are
     /// screens: what picks the network, where two ways of preparing them give one
-    /// shape. `None` for observations that are not screens, and by default.
+    /// shape (an environment of a program's own that makes the screens
+    /// `EnvOptions::screen` asks for says so here). `None` for observations that are
+    /// not screens, and by default: the network then goes by their shape.
     fn screen(&self) -> Option<Screen> {
         None
     }

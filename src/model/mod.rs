@@ -100,7 +100,8 @@ fn default_min_std() -> f64 {
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct ModelRequest {
     /// The Atari network `--model` names (`AtariLstm`, `Universe`, `Universe84` or
-    /// `UniverseMax`); `None` when it is left out.
+    /// `UniverseMax`); `None` when it is left out. The environment is made on its
+    /// screens, and those pick the network.
     pub network: Option<Body>,
     /// `--hidden-size`, when given.
     pub hidden_size: Option<i64>,
@@ -131,6 +132,21 @@ impl ModelRequest {
                  screens are scaled already: leave it out",
                 env.id()
             )));
+        }
+        if let Some(asked) = &self.network {
+            let picked = Body::for_env(env, self.lstm);
+            if picked != *asked && !matches!(picked, Body::Mlp { .. }) {
+                return Err(Error::BadArguments(format!(
+                    "--model {} reads screens of its own, but {} gives observations of shape \
+                     {:?} that the {} network reads; leave out --model, or have the \
+                     environment make the screens EnvOptions::screen asks for and report them \
+                     with Env::screen",
+                    asked.network_name(),
+                    env.id(),
+                    env.observation_shape(),
+                    picked.network_name()
+                )));
+            }
         }
         Ok(())
     }
@@ -170,6 +186,15 @@ impl Body {
         }
     }
 
+    /// The network that reads `env`'s screens, where it says how it makes them, else
+    /// the one its observations' shape implies.
+    fn for_env(env: &dyn Env, lstm: bool) -> Body {
+        match env.screen() {
+            Some(screen) => Body::reading(screen),
+            None => Body::for_observations(env.observation_shape(), lstm),
+        }
+    }
+
     /// The network for observations of `shape` from an environment that does not say
     /// how its screens are prepared (one of a program's own): the Atari network whose
     /// screens have that shape, else the MLP.
@@ -200,11 +225,7 @@ impl ModelSpec {
     /// The model the reference would build for `env`: the network that reads its
     /// screens, where they are screens.
     pub fn for_env(env: &dyn Env, hidden_size: i64, lstm: bool) -> Self {
-        let body = match env.screen() {
-            Some(screen) => Body::reading(screen),
-            None => Body::for_observations(env.observation_shape(), lstm),
-        };
-        ModelSpec::with_body(body, env.action_space(), hidden_size)
+        ModelSpec::with_body(Body::for_env(env, lstm), env.action_space(), hidden_size)
     }
 
     /// The model with `body` and a head for `action_space`.
@@ -575,7 +596,6 @@ mod tests {
         for screen in [Screen::Gray80, Screen::Mean42, Screen::Mean84, Screen::Max42] {
             assert_eq!(Body::reading(screen).screen(), Some(screen));
         }
-        assert_eq!(Body::reading(Screen::Max42), Body::UniverseMax);
         let actions = ActionSpace::Discrete { n: 4 };
         let spec = |body| ModelSpec::with_body(body, &actions, 16);
         assert_eq!(
@@ -584,11 +604,74 @@ mod tests {
         );
         let side = UNIVERSE_SIDE;
         assert_eq!(Body::for_observations(&[1, side, side], true), Body::Universe);
+        let wide = UNIVERSE84_SIDE;
+        assert_eq!(Body::for_observations(&[1, wide, wide], true), Body::Universe84);
         assert_eq!(Body::for_observations(&[1, 80, 80], true), Body::AtariLstm);
         assert_eq!(
             Body::for_observations(&[3, 2], false),
             Body::Mlp { inputs: 6, lstm: false, input_norm: None }
         );
+    }
+
+    /// A program's own environment of blank 42x42 screens that does not say how it
+    /// makes them.
+    struct UnsaidScreens {
+        actions: ActionSpace,
+    }
+
+    impl Env for UnsaidScreens {
+        fn id(&self) -> &str {
+            "UnsaidScreens-v0"
+        }
+
+        fn action_space(&self) -> &ActionSpace {
+            &self.actions
+        }
+
+        fn observation_shape(&self) -> &[i64] {
+            &[1, UNIVERSE_SIDE, UNIVERSE_SIDE]
+        }
+
+        fn reset(&mut self, _seed: Option<u64>) -> Result<Vec<f32>> {
+            Ok(vec![0.0; (UNIVERSE_SIDE * UNIVERSE_SIDE) as usize])
+        }
+
+        fn step(&mut self, _action: &crate::env::Action) -> Result<crate::env::Step> {
+            Ok(crate::env::Step {
+                observation: self.reset(None)?,
+                reward: 0.0,
+                terminated: true,
+                truncated: false,
+                lives: 0,
+                life_lost: false,
+            })
+        }
+
+        fn env_frames(&self) -> u64 {
+            0
+        }
+
+        fn render(&mut self) -> Result<crate::env::Frame> {
+            Ok(crate::env::Frame { width: 1, height: 1, palette: vec![[0; 3]], pixels: vec![0] })
+        }
+
+        fn step_seconds(&self) -> f64 {
+            0.0
+        }
+    }
+
+    /// Screens that do not say how they were made go by their shape, and `--model`
+    /// may not name another network for them: universe-max's screens have
+    /// universe's shape, and a model labelled for them would be played on others.
+    #[test]
+    fn model_flag_must_match_unsaid_screens() {
+        let env = UnsaidScreens { actions: ActionSpace::Discrete { n: 4 } };
+        let request = |network| ModelRequest { network, ..ModelRequest::default() };
+        assert_eq!(request(None).fresh_spec(&env).body, Body::Universe);
+        assert!(request(Some(Body::Universe)).check_fits(&env).is_ok());
+        let refused = request(Some(Body::UniverseMax)).check_fits(&env).unwrap_err().to_string();
+        assert!(refused.contains("--model universe-max") && refused.contains("Env::screen"));
+        assert!(request(Some(Body::AtariLstm)).check_fits(&env).is_err());
     }
 
     /// The Atari network has exactly the reference's state_dict keys and shapes.
