@@ -5,6 +5,7 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use tch::{Device, Kind, Tensor};
 
@@ -32,27 +33,38 @@ impl OptimizerKind {
 }
 
 /// The learning rate: constant, or annealed linearly from its initial value to 0 over
-/// a run's agent steps, as the A3C paper anneals it (Mnih et al., 2016).
+/// a run's budget, as the A3C paper anneals it over agent steps (Mnih et al., 2016).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct LearningRate {
     pub initial: f64,
-    /// The agent steps (summed over workers, counted on across resumes) at which the
-    /// rate reaches 0; `None` keeps it at `initial`.
-    pub anneal_steps: Option<u64>,
+    /// Where the rate reaches 0; `None` keeps it at `initial`.
+    pub anneal: Option<Anneal>,
+}
+
+/// The budget an annealed rate falls to 0 over.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Anneal {
+    /// Agent steps, summed over workers and counted on across resumes (--max-steps).
+    Steps(u64),
+    /// Training time on this run's clock (--max-time without --max-steps), so the
+    /// rate is spent by the end of a run bounded by time however fast its host plays.
+    Time(Duration),
 }
 
 impl LearningRate {
     /// A rate that stays at `rate`.
     pub fn constant(rate: f64) -> Self {
-        LearningRate { initial: rate, anneal_steps: None }
+        LearningRate { initial: rate, anneal: None }
     }
 
-    /// The rate after `agent_steps` agent steps.
-    pub fn at(&self, agent_steps: u64) -> f64 {
-        match self.anneal_steps {
-            None => self.initial,
-            Some(end) => self.initial * (1.0 - agent_steps as f64 / end as f64).max(0.0),
-        }
+    /// The rate after `agent_steps` agent steps and `elapsed` of training.
+    pub fn at(&self, agent_steps: u64, elapsed: Duration) -> f64 {
+        let spent = match self.anneal {
+            None => return self.initial,
+            Some(Anneal::Steps(end)) => agent_steps as f64 / end as f64,
+            Some(Anneal::Time(end)) => elapsed.as_secs_f64() / end.as_secs_f64(),
+        };
+        self.initial * (1.0 - spent).max(0.0)
     }
 }
 
@@ -68,6 +80,10 @@ pub struct SharedOptimizer {
     statistics: Vec<Vec<Tensor>>,
     /// Updates applied so far, by all workers together.
     steps: Arc<AtomicU64>,
+    /// When training began, for a rate annealed over time: the shared model is made a
+    /// moment before the monitor starts --max-time's clock, so the rate reaches 0 just
+    /// before the run stops.
+    started: Instant,
 }
 
 impl SharedOptimizer {
@@ -82,7 +98,13 @@ impl SharedOptimizer {
                     .collect()
             })
             .collect();
-        SharedOptimizer { kind, learning_rate, statistics, steps: Arc::new(AtomicU64::new(0)) }
+        SharedOptimizer {
+            kind,
+            learning_rate,
+            statistics,
+            steps: Arc::new(AtomicU64::new(0)),
+            started: Instant::now(),
+        }
     }
 
     /// Another handle on the same statistics and step count, for another worker.
@@ -104,6 +126,7 @@ impl SharedOptimizer {
             learning_rate: self.learning_rate,
             statistics: self.statistics.iter().map(|row| row.iter().map(take).collect()).collect(),
             steps,
+            started: self.started,
         }
     }
 
@@ -146,7 +169,7 @@ impl SharedOptimizer {
     /// lock is what lets many workers update at once. The reference accepts the same race.
     pub fn step(&self, parameters: &[Tensor], gradients: &[Tensor], agent_steps: u64) {
         let step = self.steps.fetch_add(1, Ordering::Relaxed) + 1;
-        let learning_rate = self.learning_rate.at(agent_steps);
+        let learning_rate = self.learning_rate.at(agent_steps, self.started.elapsed());
         tch::no_grad(|| {
             for ((parameter, gradient), statistics) in
                 parameters.iter().zip(gradients).zip(&self.statistics)
@@ -329,14 +352,24 @@ mod tests {
         }
     }
 
-    /// An annealed rate falls linearly from its initial value to 0 at its end and
-    /// stays there; a constant one never moves.
+    /// An annealed rate falls linearly from its initial value to 0 at the end of its
+    /// budget, of agent steps or of time, and stays there; it follows its own budget
+    /// alone; a constant one never moves.
     #[test]
     fn annealed_rate_falls_linearly_to_zero() {
-        let annealed = LearningRate { initial: 4e-4, anneal_steps: Some(1_000) };
-        let rates: Vec<f64> = [0, 250, 500, 1_000, 5_000].map(|steps| annealed.at(steps)).to_vec();
+        let early = Duration::ZERO;
+        let by_steps = LearningRate { initial: 4e-4, anneal: Some(Anneal::Steps(1_000)) };
+        let rates = [0, 250, 500, 1_000, 5_000].map(|steps| by_steps.at(steps, early));
         assert_close(&rates, &[4e-4, 3e-4, 2e-4, 0.0, 0.0]);
-        assert_eq!(LearningRate::constant(4e-4).at(u64::MAX), 4e-4);
+        assert_close(&[by_steps.at(250, Duration::from_secs(1 << 20))], &[3e-4]);
+
+        let by_time =
+            LearningRate { initial: 4e-4, anneal: Some(Anneal::Time(Duration::from_secs(60))) };
+        let rates = [0, 15, 30, 60, 300].map(|seconds| by_time.at(0, Duration::from_secs(seconds)));
+        assert_close(&rates, &[4e-4, 3e-4, 2e-4, 0.0, 0.0]);
+        assert_close(&[by_time.at(u64::MAX, Duration::from_secs(15))], &[3e-4]);
+
+        assert_eq!(LearningRate::constant(4e-4).at(u64::MAX, Duration::MAX), 4e-4);
     }
 
     /// The optimizer takes its step at the rate the run's agent steps give: RMSprop's
@@ -351,7 +384,7 @@ mod tests {
             optimizer.step(&[parameter.shallow_clone()], &[tensor(&[2.0])], agent_steps);
             1.0 - values(&parameter)[0]
         };
-        let annealed = LearningRate { initial: 0.01, anneal_steps: Some(100) };
+        let annealed = LearningRate { initial: 0.01, anneal: Some(Anneal::Steps(100)) };
         let constant = moved(LearningRate::constant(0.01), 50);
         assert!(constant > 0.0);
         assert_close(&[moved(annealed, 50)], &[constant / 2.0]);

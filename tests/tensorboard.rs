@@ -92,21 +92,16 @@ fn event_files_read_back_in_tensorboard() {
 
 /// With --lr-anneal the board's learning rate falls linearly from --lr toward 0 at
 /// --max-steps, point by point at its agent steps, and the checkpoint records where it
-/// ends; without --max-steps the flag is refused on one line.
+/// ends; with neither --max-steps nor --max-time the flag is refused on one line.
 #[test]
 fn annealed_learning_rate_falls_to_zero_at_the_budget() {
     let scratch = Scratch::new("tensorboard-anneal");
     let line = assert_one_line_error(&scratch.a3g_owned(&cartpole(&["--lr-anneal"])));
-    assert!(line.contains("--lr-anneal needs --max-steps"), "{line}");
+    assert!(line.contains("--lr-anneal needs a budget") && line.contains("--max-time"), "{line}");
     let (initial, budget) = (0.003, 4000.0);
     let run = scratch.a3g_owned(&small_board_run(&["--status-interval", "0.1", "--lr-anneal"]));
     assert!(run.status.success(), "{}", run.stderr);
-    let points: Vec<(f64, f64)> = read_board(&scratch)["scalars"]["train/learning_rate"]
-        .as_array()
-        .expect("train/learning_rate")
-        .iter()
-        .map(|point| (point[0].as_f64().unwrap(), point[1].as_f64().unwrap()))
-        .collect();
+    let points = learning_rates(&scratch);
     assert!(points.len() >= 3, "{points:?}");
     // The rate is read a moment before the point's step count, while the one worker
     // may play a few more steps.
@@ -118,6 +113,44 @@ fn annealed_learning_rate_falls_to_zero_at_the_budget() {
     assert!(points.last().unwrap().1 < initial / 2.0, "{points:?}");
     let recorded = &sidecar_json(&scratch, "CartPole-v1")["trained_with"];
     assert_eq!(recorded["lr_anneal_steps"], serde_json::json!(4000), "{recorded}");
+}
+
+/// Without --max-steps, --lr-anneal spends the rate over --max-time: it falls from
+/// about --lr at the first point to near 0 at the last, a tenth of a second before the
+/// run stops, and the checkpoint records the seconds.
+#[test]
+fn annealed_learning_rate_falls_to_zero_at_the_time_limit() {
+    let scratch = Scratch::new("tensorboard-anneal-time");
+    let initial = 0.003;
+    let run = scratch.a3g_owned(&small_cartpole(&[
+        "--lr",
+        "0.003",
+        "--lr-anneal",
+        "--max-time",
+        "3s",
+        "--tensorboard-logger",
+        "--status-interval",
+        "0.1",
+    ]));
+    assert!(run.status.success(), "{}", run.stderr);
+    let points = learning_rates(&scratch);
+    assert!(points.len() >= 10, "{points:?}");
+    assert!(points.windows(2).all(|pair| pair[1].1 <= pair[0].1), "{points:?}");
+    assert!(points[0].1 > initial * 0.8, "{points:?}");
+    assert!(points.last().unwrap().1 < initial * 0.15, "{points:?}");
+    let recorded = &sidecar_json(&scratch, "CartPole-v1")["trained_with"];
+    assert_eq!(recorded["lr_anneal_seconds"], serde_json::json!(3.0), "{recorded}");
+    assert!(recorded.get("lr_anneal_steps").is_none(), "{recorded}");
+}
+
+/// The board's learning rates, as (agent steps, rate) pairs.
+fn learning_rates(scratch: &Scratch) -> Vec<(f64, f64)> {
+    read_board(scratch)["scalars"]["train/learning_rate"]
+        .as_array()
+        .expect("train/learning_rate")
+        .iter()
+        .map(|point| (point[0].as_f64().unwrap(), point[1].as_f64().unwrap()))
+        .collect()
 }
 
 /// A TensorBoard folder that cannot be written is one line naming it.

@@ -29,6 +29,9 @@ pub struct TrainedWith {
     /// The agent steps over which `lr` fell to 0 (--lr-anneal).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lr_anneal_steps: Option<u64>,
+    /// The seconds of training over which `lr` fell to 0 (--lr-anneal over --max-time).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lr_anneal_seconds: Option<f64>,
     pub shared_optimizer: bool,
     pub loss: LossConfig,
     pub rewards: RewardShaping,

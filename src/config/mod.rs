@@ -30,7 +30,7 @@ use crate::error::{Error, Result};
 use crate::ga3c::settings::{ga3c_agents_per_core, Ga3cConfig};
 use crate::model::{Body, ModelRequest, ModelSpec, MIN_STD_RANGE};
 use crate::rollout::{LossConfig, RewardShaping};
-use crate::shared_optim::{LearningRate, OptimizerKind};
+use crate::shared_optim::{Anneal, LearningRate, OptimizerKind};
 
 mod memory;
 
@@ -325,9 +325,11 @@ impl<'a> TrainPlan<'a> {
                 )));
             }
         }
-        if args.lr_anneal && args.max_steps.is_none() {
+        if args.lr_anneal && args.max_steps.is_none() && args.max_time.is_none() {
             return Err(Error::BadArguments(
-                "--lr-anneal needs --max-steps, the agent steps over which the learning rate falls to 0".into(),
+                "--lr-anneal needs a budget for the learning rate to fall to 0 over: --max-steps (agent steps) \
+                 or --max-time"
+                    .into(),
             ));
         }
         if let Some(min_std) = args.min_std {
@@ -491,7 +493,11 @@ impl<'a> TrainPlan<'a> {
             },
             lr: LearningRate {
                 initial: args.lr,
-                anneal_steps: args.lr_anneal.then_some(run.step_budget),
+                anneal: match (args.lr_anneal, args.max_steps, run.max_time) {
+                    (false, _, _) => None,
+                    (true, Some(_), _) => Some(Anneal::Steps(run.step_budget)),
+                    (true, None, max_time) => max_time.map(Anneal::Time),
+                },
             },
             shared_optimizer: args.shared_optimizer,
             loss: LossConfig {
@@ -564,7 +570,14 @@ impl TrainConfig {
             skip_rate: self.env.options.skip_rate,
             crop: self.env.crop(),
             lr: self.lr.initial,
-            lr_anneal_steps: self.lr.anneal_steps,
+            lr_anneal_steps: match self.lr.anneal {
+                Some(Anneal::Steps(steps)) => Some(steps),
+                _ => None,
+            },
+            lr_anneal_seconds: match self.lr.anneal {
+                Some(Anneal::Time(time)) => Some(time.as_secs_f64()),
+                _ => None,
+            },
             shared_optimizer: self.shared_optimizer,
             loss: self.loss,
             rewards: self.rewards,
@@ -607,7 +620,14 @@ impl TrainConfig {
             json!(["--num-steps (or --distributed-step-size)", rollout_lengths]),
             json!(["--optimizer (and --amsgrad)", self.optimizer]),
             json!(["--lr", self.lr.initial]),
-            json!(["--lr-anneal (over --max-steps)", self.lr.anneal_steps]),
+            json!([
+                "--lr-anneal (over --max-steps, or over --max-time without it)",
+                match self.lr.anneal {
+                    None => json!(null),
+                    Some(Anneal::Steps(steps)) => json!({ "agent steps": steps }),
+                    Some(Anneal::Time(time)) => json!({ "seconds": time.as_secs_f64() }),
+                }
+            ]),
             json!(["--shared-optimizer", self.shared_optimizer]),
             json!(["--gamma", self.loss.gamma]),
             json!(["--tau", self.loss.tau]),
