@@ -312,11 +312,9 @@ pub struct TrainArgs {
     /// Learning rate, in (0, 1].
     #[arg(long, default_value_t = 1e-4, value_parser = parse_learning_rate, allow_negative_numbers = true, help_heading = "Optimization")]
     pub lr: f64,
-    /// Anneal the learning rate linearly from --lr to 0 over the run's budget, as the
-    /// A3C paper does: over --max-steps agent steps, where a resumed run goes on from
-    /// its checkpoint's agent steps; or, without --max-steps, over --max-time, so that
-    /// the rate is spent when the time is, however fast the host (a resumed run's own
-    /// --max-time starts again from --lr). Needs one of the two.
+    /// Anneal the learning rate linearly from --lr to 0, as the A3C paper does, over
+    /// --max-steps agent steps (a resumed run goes on from its checkpoint's), or else
+    /// over this run's --max-time, whatever agent steps the host gives.
     #[arg(long, help_heading = "Optimization")]
     pub lr_anneal: bool,
     /// Use AMSGrad's maximum of second moments with Adam.

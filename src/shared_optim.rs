@@ -372,6 +372,32 @@ mod tests {
         assert_eq!(LearningRate::constant(4e-4).at(u64::MAX, Duration::MAX), 4e-4);
     }
 
+    /// An optimizer annealed over time steps at the rate its own clock gives, and so
+    /// do its shared and duplicated handles: once the time is spent the weights stay
+    /// where they are, while an hour's budget has barely begun.
+    #[test]
+    fn steps_use_the_rate_of_the_time_spent() {
+        let optimizer_over = |time| {
+            let rate = LearningRate { initial: 0.01, anneal: Some(Anneal::Time(time)) };
+            let parameter = tensor(&[1.0]);
+            (
+                SharedOptimizer::new(OptimizerKind::RmsProp, rate, &[parameter.shallow_clone()]),
+                parameter,
+            )
+        };
+        let (spent, spent_parameter) = optimizer_over(Duration::from_millis(1));
+        let (fresh, fresh_parameter) = optimizer_over(Duration::from_secs(3600));
+        std::thread::sleep(Duration::from_millis(5));
+        for handle in [spent.share(), spent.duplicate()] {
+            handle.step(&[spent_parameter.shallow_clone()], &[tensor(&[2.0])], 0);
+        }
+        assert_eq!(values(&spent_parameter)[0], 1.0);
+        for handle in [fresh.share(), fresh.duplicate()] {
+            handle.step(&[fresh_parameter.shallow_clone()], &[tensor(&[2.0])], 0);
+        }
+        assert!(values(&fresh_parameter)[0] < 1.0);
+    }
+
     /// The optimizer takes its step at the rate the run's agent steps give: RMSprop's
     /// step is proportional to the rate, so halfway through an annealed run it is half
     /// a constant rate's, and at the end the weights stay where they are.

@@ -117,7 +117,8 @@ fn annealed_learning_rate_falls_to_zero_at_the_budget() {
 
 /// Without --max-steps, --lr-anneal spends the rate over --max-time: it falls from
 /// about --lr at the first point to near 0 at the last, a tenth of a second before the
-/// run stops, and the checkpoint records the seconds.
+/// run stops, and the checkpoint records the seconds; a resumed run is told that its
+/// rate starts again.
 #[test]
 fn annealed_learning_rate_falls_to_zero_at_the_time_limit() {
     let scratch = Scratch::new("tensorboard-anneal-time");
@@ -141,6 +142,16 @@ fn annealed_learning_rate_falls_to_zero_at_the_time_limit() {
     let recorded = &sidecar_json(&scratch, "CartPole-v1")["trained_with"];
     assert_eq!(recorded["lr_anneal_seconds"], serde_json::json!(3.0), "{recorded}");
     assert!(recorded.get("lr_anneal_steps").is_none(), "{recorded}");
+
+    // Resumed, the rate starts again, and the run says so.
+    let resumed =
+        scratch.a3g_owned(&small_cartpole(&["--load", "--lr-anneal", "--max-time", "1s"]));
+    assert!(resumed.status.success(), "{}", resumed.stderr);
+    assert!(
+        resumed.stderr.contains("--lr-anneal over --max-time starts again from --lr"),
+        "{}",
+        resumed.stderr
+    );
 }
 
 /// The board's learning rates, as (agent steps, rate) pairs.

@@ -14,8 +14,11 @@
 # the same day's run at the older constant rate (docs/runs/breakout-ga3c-60m_log), and
 # `MODEL=universe` alone the later run annealed over what an hour gives
 # (docs/runs/breakout-ga3c-anneal11.5M-60m_log), with `LR=1e-3` the one stopped at 19
-# minutes.
+# minutes. `MAX_STEPS=none` anneals over the hour itself (--max-time) instead of over
+# agent steps, so that a host slower than the fast AMD one still ends the hour at rate
+# 0 (docs/benchmarks.md, "Breakout: the anneal's horizon on a slow host").
 anneal=(--lr-anneal --max-steps "${MAX_STEPS:-11500000}")
+[ "${MAX_STEPS:-}" = none ] && anneal=(--lr-anneal)
 [ "${ANNEAL:-yes}" = no ] && anneal=()
 exec ./a3g train --env BreakoutDeterministic-v4 --model "${MODEL:-universe-max}" --trainer ga3c --workers 32 \
     --train-batch 8 --predict-min-batch 8 --predict-timeout-us 2000 \

@@ -327,9 +327,7 @@ impl<'a> TrainPlan<'a> {
         }
         if args.lr_anneal && args.max_steps.is_none() && args.max_time.is_none() {
             return Err(Error::BadArguments(
-                "--lr-anneal needs a budget for the learning rate to fall to 0 over: --max-steps (agent steps) \
-                 or --max-time"
-                    .into(),
+                "--lr-anneal needs a budget to fall to 0 over; add --max-steps (agent steps) or --max-time".into(),
             ));
         }
         if let Some(min_std) = args.min_std {
@@ -441,6 +439,13 @@ impl<'a> TrainPlan<'a> {
                 "note: on CPU cores the default network (the reference's a3clstm) is slow: two cores trained \
                  Pong with it at 236 agent steps/s, and with --model universe at 1,313 (A3C) to 2,274 (--trainer \
                  ga3c), whose first 18+ game came 7.7-13.8 minutes in (docs/benchmarks.md); pass --model to choose"
+                    .to_string(),
+            );
+        }
+        if args.lr_anneal && args.max_steps.is_none() && (args.load || resumed_own) {
+            notes.push(
+                "note: --lr-anneal over --max-time starts again from --lr on this run's clock; give --max-steps \
+                 to anneal over agent steps, which a resumed run goes on from"
                     .to_string(),
             );
         }
