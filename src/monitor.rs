@@ -228,7 +228,7 @@ impl<'a> Monitor<'a> {
                             policy_loss: sample.policy_loss,
                             value_loss: sample.value_loss,
                             entropy: sample.entropy,
-                            learning_rate: self.config.lr.at(steps, self.started.elapsed()),
+                            learning_rate: self.shared.optimizer().learning_rate(steps),
                         },
                     );
                 }

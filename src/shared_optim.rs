@@ -130,6 +130,11 @@ impl SharedOptimizer {
         }
     }
 
+    /// The rate this optimizer steps at after `agent_steps` agent steps, now.
+    pub fn learning_rate(&self, agent_steps: u64) -> f64 {
+        self.learning_rate.at(agent_steps, self.started.elapsed())
+    }
+
     /// Updates applied so far.
     pub fn steps(&self) -> u64 {
         self.steps.load(Ordering::Relaxed)
@@ -169,7 +174,7 @@ impl SharedOptimizer {
     /// lock is what lets many workers update at once. The reference accepts the same race.
     pub fn step(&self, parameters: &[Tensor], gradients: &[Tensor], agent_steps: u64) {
         let step = self.steps.fetch_add(1, Ordering::Relaxed) + 1;
-        let learning_rate = self.learning_rate.at(agent_steps, self.started.elapsed());
+        let learning_rate = self.learning_rate(agent_steps);
         tch::no_grad(|| {
             for ((parameter, gradient), statistics) in
                 parameters.iter().zip(gradients).zip(&self.statistics)

@@ -442,13 +442,6 @@ impl<'a> TrainPlan<'a> {
                     .to_string(),
             );
         }
-        if args.lr_anneal && args.max_steps.is_none() && (args.load || resumed_own) {
-            notes.push(
-                "note: --lr-anneal over --max-time starts again from --lr on this run's clock; give --max-steps \
-                 to anneal over agent steps, which a resumed run goes on from"
-                    .to_string(),
-            );
-        }
         notes.extend(a3c_on_gpu_note(args.trainer, &devices));
         if args.trainer == TrainerName::Ga3c
             && args.ga3c.precision == PrecisionName::Bf16
@@ -485,6 +478,21 @@ impl<'a> TrainPlan<'a> {
             confirm_games: args.confirm_games as usize,
             status_interval: Duration::from_secs_f64(args.status_interval.max(0.1)),
         };
+        let lr = LearningRate {
+            initial: args.lr,
+            anneal: match (args.lr_anneal, args.max_steps, run.max_time) {
+                (false, _, _) => None,
+                (true, Some(_), _) => Some(Anneal::Steps(run.step_budget)),
+                (true, None, max_time) => max_time.map(Anneal::Time),
+            },
+        };
+        if matches!(lr.anneal, Some(Anneal::Time(_))) && (args.load || resumed_own) {
+            notes.push(
+                "note: --lr-anneal over --max-time starts again from --lr on this run's clock; give --max-steps \
+                 to anneal over agent steps, which a resumed run goes on from"
+                    .to_string(),
+            );
+        }
         let config = TrainConfig {
             workers,
             devices,
@@ -496,14 +504,7 @@ impl<'a> TrainPlan<'a> {
                 OptimizerName::Adam => OptimizerKind::Adam { amsgrad: args.amsgrad },
                 OptimizerName::RmsProp => OptimizerKind::RmsProp,
             },
-            lr: LearningRate {
-                initial: args.lr,
-                anneal: match (args.lr_anneal, args.max_steps, run.max_time) {
-                    (false, _, _) => None,
-                    (true, Some(_), _) => Some(Anneal::Steps(run.step_budget)),
-                    (true, None, max_time) => max_time.map(Anneal::Time),
-                },
-            },
+            lr,
             shared_optimizer: args.shared_optimizer,
             loss: LossConfig {
                 gamma: args.gamma,
