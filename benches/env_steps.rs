@@ -1,5 +1,6 @@
 //! Benchmark: agent steps/s of PongDeterministic-v4 through the full wrapper stack,
 //! against the raw emulator's frames/s measured in the same run on the same core.
+//! Then the per-step screen transforms alone, the universe network's two included.
 //!
 //! Run: `taskset -c 0 cargo bench --bench env_steps` (after the set-up of
 //! `./scripts/test`); the figures go to docs/benchmarks.md.
@@ -7,7 +8,9 @@
 use std::time::{Duration, Instant};
 
 use a3g::env::atari::crop::Crop;
-use a3g::env::atari::wrappers::{preprocess, RunningNormalizer};
+use a3g::env::atari::wrappers::{
+    preprocess, preprocess_universe, preprocess_universe_max, RunningNormalizer,
+};
 use a3g::env::atari::{BundledRom, Emulator, EmulatorConfig};
 use a3g::env::{self, Action, EnvOptions};
 
@@ -76,6 +79,9 @@ fn main() {
     let preprocess_rate = rate(|| preprocess(&screen, crop, &mut observation));
     let mut normalizer = RunningNormalizer::default();
     let normalize_rate = rate(|| normalizer.normalize(&mut observation));
+    // The universe network's two 42x42 screens (`--model universe`, `universe-max`).
+    let universe_rate = rate(|| drop(std::hint::black_box(preprocess_universe(&screen))));
+    let universe_max_rate = rate(|| drop(std::hint::black_box(preprocess_universe_max(&screen))));
 
     // What the emulator itself must do per agent step: 4 frames and one screen fetch.
     let screen_seconds = 1.0 / with_screen - 1.0 / act_only;
@@ -95,5 +101,10 @@ fn main() {
         "of which preprocess (crop, resize, gray) {:.1} us, normalize {:.1} us",
         1e6 / preprocess_rate,
         1e6 / normalize_rate
+    );
+    println!(
+        "universe screens instead: bilinear 42x42 {:.1} us, block maximum 42x42 {:.1} us",
+        1e6 / universe_rate,
+        1e6 / universe_max_rate
     );
 }
