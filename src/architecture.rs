@@ -93,7 +93,7 @@ fn every_thread_starts_through_the_supervisor() {
 /// longest match names a file's layer, so a trainer's settings.rs sits below its
 /// folder's threads).
 const LAYERS: [(&str, &[&str]); 6] = [
-    ("foundation", &["error.rs", "console.rs", "stop.rs", "precision.rs"]),
+    ("foundation", &["error.rs", "console.rs", "stop.rs", "precision.rs", "files.rs"]),
     (
         "environments and networks",
         &[

@@ -1,13 +1,20 @@
 //! The terminal: a command's own output on stdout, everything else on stderr, and
 //! neither allowed to stop a run. `println!` panics when stdout is a closed pipe
 //! (`a3g train | head -3`); here a failed write only silences that stream, so training
-//! goes on and still writes its checkpoints and logs.
+//! goes on and still writes its checkpoints and logs. Output lost for another reason
+//! (stdout on a full disk) does not stop a run either, but the command then ends in
+//! an error, so a script that keeps its output does not take an empty file for it.
 
 use std::io::Write;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::OnceLock;
+use std::sync::{Mutex, OnceLock};
+
+use crate::error;
 
 static STDOUT_CLOSED: AtomicBool = AtomicBool::new(false);
+/// Why stdout stopped taking lines when the reason was not its reader leaving (a full
+/// disk, say): that loses output the user asked for, so the command ends in an error.
+static STDOUT_FAILURE: Mutex<Option<std::io::Error>> = Mutex::new(None);
 static STDERR_CLOSED: AtomicBool = AtomicBool::new(false);
 /// What the command says on stderr when stdout closes under it. None by default: a
 /// listing whose reader has read enough (`a3g envs | head -1`) just ends quietly.
@@ -25,12 +32,25 @@ pub fn say(line: &str) {
         return;
     }
     let mut stdout = std::io::stdout().lock();
-    if writeln!(stdout, "{line}").and_then(|()| stdout.flush()).is_err() {
+    if let Err(failure) = writeln!(stdout, "{line}").and_then(|()| stdout.flush()) {
         STDOUT_CLOSED.store(true, Ordering::Relaxed);
+        let what = if failure.kind() == std::io::ErrorKind::BrokenPipe {
+            "stdout was closed".to_string()
+        } else {
+            let what = format!("cannot write stdout ({})", error::os_reason(&failure));
+            *STDOUT_FAILURE.lock().unwrap_or_else(|poisoned| poisoned.into_inner()) = Some(failure);
+            what
+        };
         if let Some(note) = CLOSED_STDOUT_NOTE.get() {
-            warn(&format!("note: stdout was closed; {note}"));
+            warn(&format!("note: {what}; {note}"));
         }
     }
+}
+
+/// What stopped stdout, if anything but its reader leaving did: the command's output
+/// was lost, which `main` reports as the command's error.
+pub fn take_stdout_failure() -> Option<std::io::Error> {
+    STDOUT_FAILURE.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).take()
 }
 
 /// Writes one line of diagnostics (warnings, notes, progress) to stderr.

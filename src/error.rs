@@ -176,7 +176,7 @@ pub enum Error {
 }
 
 /// The operating system's reason without Rust's "(os error N)" suffix.
-fn os_reason(error: &std::io::Error) -> String {
+pub(crate) fn os_reason(error: &std::io::Error) -> String {
     let text = error.to_string();
     match text.find(" (os error") {
         Some(end) => text[..end].to_string(),

@@ -58,13 +58,36 @@ impl GameLog {
     /// which the other run's line landed, fusing the two. One `write` of the line with
     /// its newline, on a file opened for appending, goes to the end of the file in one
     /// piece on local file systems, so lines of several runs interleave but stay whole.
+    ///
+    /// A write that fails part way (a full disk) leaves no part of the line behind:
+    /// the file is cut back to its last whole line.
     pub fn write_line(&mut self, line: &str) -> Result<()> {
         let whole = format!("{line}\n");
-        self.file.write_all(whole.as_bytes()).map_err(|source| Error::Io {
-            action: "write the log",
-            path: self.path.clone(),
-            cause: source,
+        let length_before = self.file.metadata().map(|meta| meta.len());
+        self.file.write_all(whole.as_bytes()).map_err(|source| {
+            if let Ok(length_before) = length_before {
+                self.cut_to_last_whole_line(length_before);
+            }
+            Error::Io { action: "write the log", path: self.path.clone(), cause: source }
         })
+    }
+
+    /// Cuts what a failed write left after `length_before` back to the end of its last
+    /// whole line (lines other runs appended meanwhile stay), or to `length_before`.
+    fn cut_to_last_whole_line(&self, length_before: u64) {
+        use std::os::unix::fs::FileExt;
+        let Ok(length) = self.file.metadata().map(|meta| meta.len()) else { return };
+        if length <= length_before {
+            return;
+        }
+        let mut tail = vec![0; (length - length_before) as usize];
+        let read =
+            File::open(&self.path).and_then(|file| file.read_exact_at(&mut tail, length_before));
+        if read.is_err() {
+            return;
+        }
+        let whole_lines = tail.iter().rposition(|&byte| byte == b'\n').map_or(0, |at| at + 1);
+        let _ = self.file.set_len(length_before + whole_lines as u64);
     }
 }
 

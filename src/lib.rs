@@ -50,7 +50,8 @@
 //!   [`game_log`]: the per-game logs of train and eval, every kind of line written
 //!   and read there only; [`device`]: `--gpu-id`, `--gpu-ids` and the host syncs;
 //!   [`devices`]: `a3g devices`;
-//!   [`console`]: stdout for a command's output, stderr for the rest, neither fatal.
+//!   [`console`]: stdout for a command's output, stderr for the rest, neither fatal;
+//!   [`files`]: reading the files a user names, regular files only.
 //! - [`distributed`]: training across machines: a launcher's variables, c10d's process
 //!   group through a C++ shim (built when set-up found gloo's headers), and each rank's
 //!   sync thread, which the supervisor runs beside the trainer's threads.
@@ -87,6 +88,7 @@ pub mod env;
 pub mod envs;
 pub mod error;
 pub mod eval;
+pub mod files;
 #[cfg(test)]
 mod fuzz;
 pub mod ga3c;

@@ -262,7 +262,7 @@ fn argument(line: &str, key: &str) -> Option<String> {
 
 /// Reads and parses the log at `path`; one without a test game is an error.
 pub fn read(path: &Path) -> Result<PlotLog> {
-    let bytes = std::fs::read(path).map_err(|cause| Error::Io {
+    let bytes = crate::files::read_regular(path).map_err(|cause| Error::Io {
         action: "read the log",
         path: path.to_path_buf(),
         cause,
@@ -286,6 +286,8 @@ pub fn run(args: &PlotArgs) -> Result<()> {
     let first = args.logs.first().ok_or_else(|| {
         Error::BadArguments("no log to plot; pass one or more game logs".to_string())
     })?;
+    let output = args.output.clone().unwrap_or_else(|| beside(first));
+    refuse_to_replace_other_files(&output)?;
     let logs: Vec<(&PathBuf, PlotLog)> =
         args.logs.iter().map(|path| Ok((path, read(path)?))).collect::<Result<_>>()?;
     for (path, log) in &logs {
@@ -326,7 +328,6 @@ pub fn run(args: &PlotArgs) -> Result<()> {
     });
     let pixels = draw(&series, &title, args.width, args.height)
         .map_err(|error| Error::Drawing(error.to_string()))?;
-    let output = args.output.clone().unwrap_or_else(|| beside(first));
     let png = encode_png(&pixels, args.width, args.height)?;
     std::fs::write(&output, png).map_err(|cause| Error::Io {
         action: "write the plot to",
@@ -335,6 +336,30 @@ pub fn run(args: &PlotArgs) -> Result<()> {
     })?;
     console::say(&output.display().to_string());
     Ok(())
+}
+
+/// The first bytes of every PNG file.
+const PNG_SIGNATURE: [u8; 8] = [0x89, b'P', b'N', b'G', b'\r', b'\n', 0x1a, b'\n'];
+
+/// A plot may replace an earlier plot, but no other file: `-o` naming a game log (one
+/// of those being drawn, say) or a model by a slip would otherwise lose it.
+fn refuse_to_replace_other_files(output: &Path) -> Result<()> {
+    if std::fs::symlink_metadata(output).is_err() {
+        return Ok(());
+    }
+    let mut start = [0u8; PNG_SIGNATURE.len()];
+    let is_png = std::fs::metadata(output).is_ok_and(|metadata| metadata.is_file())
+        && std::fs::File::open(output)
+            .and_then(|mut file| std::io::Read::read_exact(&mut file, &mut start))
+            .is_ok()
+        && start == PNG_SIGNATURE;
+    if is_png {
+        return Ok(());
+    }
+    Err(Error::BadArguments(format!(
+        "{} exists and is not a PNG, so a3g plot will not replace it; pass another -o",
+        output.display()
+    )))
 }
 
 /// The note on the game and status lines of the log at `path` that were left out, if

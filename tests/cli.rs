@@ -123,8 +123,8 @@ fn defender_is_refused_not_hung() {
     assert!(line.contains("Defender-v4 cannot run"), "{line}");
 }
 
-/// A malformed crop file is named with the position of the error; a missing one is
-/// named too.
+/// A malformed crop file is named with the position of the error; a missing one, or
+/// one that is a device, is named too.
 #[test]
 fn bad_crop_file_is_named() {
     let scratch = Scratch::new("envs-bad-crop");
@@ -135,6 +135,11 @@ fn bad_crop_file_is_named() {
     let line =
         assert_one_line_error(&scratch.a3g(&["envs", "Pong-v4", "--env-config", "absent.json"]));
     assert!(line.contains("absent.json"), "{line}");
+    // A path to a device is refused at once (it was read without end).
+    std::os::unix::fs::symlink("/dev/zero", scratch.path("zeros.json")).unwrap();
+    let line =
+        assert_one_line_error(&scratch.a3g(&["envs", "Pong-v4", "--env-config", "zeros.json"]));
+    assert!(line.contains("zeros.json") && line.contains("not a regular file"), "{line}");
 }
 
 /// A negative --reward-clip or --reward-scale reaches its parser, which says what is
@@ -169,6 +174,24 @@ fn envs_ends_quietly_when_stdout_closes() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(output.status.success(), "{stderr}");
     assert_eq!(stderr, "");
+}
+
+/// Stdout on a full disk (`a3g envs > /dev/full`) loses the listing: one error line
+/// that says so and a failed exit, where a closed pipe ends quietly.
+#[test]
+fn envs_on_a_full_disk_is_an_error() {
+    let full = std::fs::OpenOptions::new().write(true).open("/dev/full").expect("/dev/full");
+    let output = Command::new(env!("CARGO_BIN_EXE_a3g"))
+        .arg("envs")
+        .stdout(full)
+        .stderr(Stdio::piped())
+        .output()
+        .expect("run a3g");
+    let line = assert_one_line_error(&crate::util::Run::from(output));
+    assert!(
+        line.contains("stdout") && line.contains("No space left") && line.contains("disk space"),
+        "{line}"
+    );
 }
 
 /// A TMPDIR that is a file, where Atari ROMs are cached, is one error line that says

@@ -168,6 +168,45 @@ fn a_sidecar_with_impossible_crop_rows_is_named_as_damaged() {
     }
 }
 
+/// A sidecar that leads to a device (a symlink to /dev/zero), which was read without
+/// end, is named as unreadable at once: eval falls back to the previous checkpoint as
+/// for any damaged sidecar, and without one it is one error line.
+#[test]
+fn a_sidecar_that_is_a_device_is_refused() {
+    let scratch = Scratch::new("device-sidecar");
+    let run = scratch.a3g_owned(&small_cartpole(&["--max-steps", "200"]));
+    assert!(run.status.success(), "{}", run.stderr);
+    let sidecar = scratch.path("trained_models/CartPole-v1.json");
+    std::fs::remove_file(&sidecar).unwrap();
+    std::os::unix::fs::symlink("/dev/zero", &sidecar).unwrap();
+    let eval = || {
+        let run = std::process::Command::new("timeout")
+            .args(["60", env!("CARGO_BIN_EXE_a3g"), "eval", "--env", "CartPole-v1"])
+            .args(["--load-model-dir", "trained_models", "--num-episodes", "1"])
+            .current_dir(scratch.path("."))
+            .output()
+            .expect("run a3g under timeout");
+        assert_ne!(run.status.code(), Some(124), "eval was still reading after a minute");
+        crate::util::Run::from(run)
+    };
+    let fallback = eval();
+    assert!(fallback.status.success(), "{}", fallback.stderr);
+    assert!(
+        fallback.stderr.contains("CartPole-v1.json: it is a device, pipe or socket")
+            && fallback.stderr.contains("previous complete checkpoint"),
+        "{}",
+        fallback.stderr
+    );
+    for entry in std::fs::read_dir(scratch.path("trained_models")).unwrap() {
+        let path = entry.unwrap().path();
+        if path.to_string_lossy().contains(".prev.") {
+            std::fs::remove_file(path).unwrap();
+        }
+    }
+    let line = assert_one_line_error(&eval());
+    assert!(line.contains("CartPole-v1.json") && line.contains("not a regular file"), "{line}");
+}
+
 /// A sidecar whose counters leave no room to go on (edited to 2^53 agent steps) is
 /// refused at the first --load, on one line naming the counter, instead of being
 /// resumed into counters that no later --load accepts.
@@ -186,24 +225,36 @@ fn counters_beyond_a_real_run_are_refused_at_the_first_load() {
 
 /// A game log that stops taking writes (a file-size limit, failing as a full disk
 /// does) costs the log only: a3g warns once, trains on to --max-steps and writes the
-/// final checkpoint. It used to stop with a few agent steps saved.
+/// final checkpoint (it used to stop with a few agent steps saved), and the line that
+/// did not fit is not left torn at the log's end.
 #[test]
 fn a_failing_game_log_does_not_stop_training() {
-    let scratch = Scratch::new("log-full");
-    std::fs::create_dir_all(scratch.path("logs")).unwrap();
-    // 60 KB of earlier lines under a 64 KB limit: the run's arguments fit, and its
-    // game lines soon do not.
-    let filler = "an earlier run's line\n".repeat(60 * 1024 / 22);
-    std::fs::write(scratch.path("logs/CartPole-v1_log"), filler).unwrap();
-    let flags = small_cartpole(&["--max-steps", "3000", "--save-interval", "0"]);
-    let run = scratch.a3g_with_file_limit(64, &flags);
-    let stderr = &run.stderr;
-    assert!(run.status.success(), "{stderr}");
-    let warnings: Vec<&str> =
-        stderr.lines().filter(|line| line.contains("without the game log")).collect();
-    assert_eq!(warnings.len(), 1, "{stderr}");
-    assert!(warnings[0].contains("logs/CartPole-v1_log"), "{stderr}");
-    assert!(saved_agent_steps(&scratch.path("trained_models/CartPole-v1.json")) >= 3000);
+    let mut cut_lines = 0;
+    // The same run over two lengths of earlier lines, two bytes apart, so that the
+    // limit falls inside a line at least once (a line may end exactly at it).
+    for (round, extra) in ["", "x\n"].into_iter().enumerate() {
+        let scratch = Scratch::new(&format!("log-full-{round}"));
+        std::fs::create_dir_all(scratch.path("logs")).unwrap();
+        // 60 KB of earlier lines under a 64 KB limit: the run's arguments fit, and its
+        // game lines soon do not.
+        let filler = "an earlier run's line\n".repeat(60 * 1024 / 22) + extra;
+        std::fs::write(scratch.path("logs/CartPole-v1_log"), filler).unwrap();
+        let flags = small_cartpole(&["--max-steps", "3000", "--save-interval", "0"]);
+        let run = scratch.a3g_with_file_limit(64, &flags);
+        let stderr = &run.stderr;
+        assert!(run.status.success(), "{stderr}");
+        let warnings: Vec<&str> =
+            stderr.lines().filter(|line| line.contains("without the game log")).collect();
+        assert_eq!(warnings.len(), 1, "{stderr}");
+        assert!(warnings[0].contains("logs/CartPole-v1_log"), "{stderr}");
+        assert!(saved_agent_steps(&scratch.path("trained_models/CartPole-v1.json")) >= 3000);
+        let log = std::fs::read_to_string(scratch.path("logs/CartPole-v1_log")).unwrap();
+        assert!(log.ends_with('\n'), "the log ends {:?}", &log[log.len() - 80..]);
+        if log.len() < 64 * 1024 {
+            cut_lines += 1;
+        }
+    }
+    assert!(cut_lines > 0, "no line crossed the limit, so none was cut back");
 }
 
 /// Worker counts and settings that the machine cannot hold are refused on one line

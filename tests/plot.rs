@@ -164,6 +164,43 @@ fn unwritable_output_is_one_error_line() {
     assert!(line.starts_with("error: cannot write the plot to no/such/dir/plot.png"), "{line}");
 }
 
+/// `-o` may replace an earlier plot but no other file: naming one of the logs being
+/// drawn, or any file that is not a PNG, is one error line that leaves the file as it
+/// was.
+#[test]
+fn output_replaces_only_earlier_plots() {
+    let scratch = Scratch::new("plot-replace");
+    scratch.write("Pong_log", TRAIN_LOG);
+    scratch.write("eval_log", EVAL_LOG);
+    for target in ["Pong_log", "eval_log", "model.safetensors"] {
+        if target == "model.safetensors" {
+            scratch.write(target, "weights");
+        }
+        let before = std::fs::read(scratch.path(target)).unwrap();
+        let line =
+            assert_one_line_error(&scratch.a3g(&["plot", "Pong_log", "eval_log", "-o", target]));
+        assert!(
+            line.contains(target) && line.contains("not a PNG") && line.contains("-o"),
+            "{line}"
+        );
+        assert_eq!(std::fs::read(scratch.path(target)).unwrap(), before, "{target} was changed");
+    }
+    for _ in 0..2 {
+        let run = scratch.a3g(&["plot", "Pong_log", "-o", "curve.png"]);
+        assert!(run.status.success(), "{}", run.stderr);
+        assert!(Image::read(&scratch.path("curve.png")).width > 0);
+    }
+}
+
+/// A log path that leads to a device is refused at once, not read without end.
+#[test]
+fn a_device_is_not_read_as_a_log() {
+    let scratch = Scratch::new("plot-device");
+    std::os::unix::fs::symlink("/dev/zero", scratch.path("zeros_log")).unwrap();
+    let line = assert_one_line_error(&plot_in_time(&scratch, "zeros_log"));
+    assert!(line.contains("zeros_log") && line.contains("not a regular file"), "{line}");
+}
+
 /// Sizes outside what --width and --height allow are usage errors naming the flag.
 #[test]
 fn size_out_of_range_is_a_usage_error() {

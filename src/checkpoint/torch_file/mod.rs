@@ -22,7 +22,6 @@
 mod pickle;
 
 use std::collections::HashMap;
-use std::fs;
 use std::io::{Cursor, Read};
 use std::path::Path;
 
@@ -36,7 +35,7 @@ use pickle::{Unpickler, Value};
 /// Reads the state dict saved at `path`: parameter names with their tensors, in the
 /// file's order.
 pub fn read_state_dict(path: &Path) -> Result<Vec<(String, Tensor)>> {
-    let bytes = fs::read(path).map_err(|source| Error::Io {
+    let bytes = crate::files::read_regular(path).map_err(|source| Error::Io {
         action: "read the checkpoint",
         path: path.to_path_buf(),
         cause: source,
@@ -428,6 +427,8 @@ fn torch_reason(err: tch::TchError) -> String {
 
 #[cfg(test)]
 mod tests {
+    use std::fs;
+
     use super::*;
     use crate::fuzz::fuzz;
     use crate::model::{ActorCritic, Body, Head, ModelSpec};
