@@ -420,6 +420,27 @@ fn observation_scaling_is_kept_with_the_model() {
     assert!(line.contains("screens are scaled already"), "{line}");
 }
 
+/// --model names a network for screens: on a task of a few values it is refused on
+/// one line (it was ignored, but for the hidden size it chose), fresh or resumed.
+#[test]
+fn a_screen_network_for_a_vector_task_is_refused() {
+    let scratch = Scratch::new("model-on-cartpole");
+    for model in ["universe-max", "a3clstm"] {
+        let line = assert_one_line_error(&scratch.a3g_owned(&small_cartpole(&[
+            "--model",
+            model,
+            "--max-steps",
+            "10",
+        ])));
+        assert!(
+            line.contains("CartPole-v1 gives observations of 4 values")
+                && line.contains("leave out --model"),
+            "{line}"
+        );
+    }
+    assert!(!scratch.path("trained_models").exists(), "a refused run saved a model");
+}
+
 /// --min-std sets the Gaussian's floor, which the sidecar keeps and a resume takes; a
 /// resume asking for another floor, a floor out of range and a floor for discrete
 /// actions are each refused on one line.

@@ -117,7 +117,8 @@ pub struct ModelRequest {
 
 impl ModelRequest {
     /// Refuses what `env`'s spaces cannot take, whether the model is fresh or resumed:
-    /// a Gaussian's floor for discrete actions, input scaling for screens.
+    /// a Gaussian's floor for discrete actions, input scaling for screens, a screen
+    /// network for observations that are not screens.
     pub fn check_fits(&self, env: &dyn Env) -> Result<()> {
         if self.min_std.is_some() && env.action_space().bounds().is_none() {
             return Err(Error::BadArguments(format!(
@@ -135,7 +136,15 @@ impl ModelRequest {
         }
         if let Some(asked) = &self.network {
             let picked = Body::for_env(env, self.lstm);
-            if picked != *asked && !matches!(picked, Body::Mlp { .. }) {
+            if let Body::Mlp { inputs, .. } = picked {
+                return Err(Error::BadArguments(format!(
+                    "--model picks a network for screens, but {} gives observations of {inputs} \
+                     values, which the MLP reads: leave out --model (--hidden-size and --lstm \
+                     shape the MLP)",
+                    env.id()
+                )));
+            }
+            if picked != *asked {
                 return Err(Error::BadArguments(format!(
                     "--model {} reads screens of its own, but {} gives observations of shape \
                      {:?} that the {} network reads; leave out --model, or have the \
