@@ -202,7 +202,9 @@ fn io_remedy(error: &std::io::Error) -> &'static str {
 }
 
 fn list_found(dir: &std::path::Path, found: &[String]) -> String {
-    if !dir.is_dir() {
+    if dir.exists() && !dir.is_dir() {
+        " (it is a file, not a folder)".to_string()
+    } else if !dir.is_dir() {
         " (no such folder)".to_string()
     } else if found.is_empty() {
         " (it holds no checkpoints)".to_string()

@@ -126,7 +126,11 @@ pub fn open_model(
             let model = read_played_model(dir, &env_id)?;
             let trained =
                 model.sidecar.as_ref().and_then(|(sidecar, _)| sidecar.trained_with.as_ref());
-            let differs = envs.adopt(played_screen(&model), trained)?;
+            let screen = played_screen(&model);
+            if let Some(note) = unrecorded_screen_note(&model, screen) {
+                crate::console::warn(&note);
+            }
+            let differs = envs.adopt(screen, trained)?;
             let env = made(&mut env, envs, differs)?;
             let tensors = TensorsToCheck {
                 path: &model.path,
@@ -307,6 +311,22 @@ fn played_screen(model: &PlayedModel) -> Screen {
     recorded.unwrap_or_else(|| implied_screen(&model.tensors))
 }
 
+/// The note for a model of a3g's own whose sidecar is gone and whose weights fit the
+/// universe network: they cannot say whether it learned on the bilinear screens or on
+/// block maxima (`--model universe-max`), so it plays on the first, which may be wrong.
+/// The Python references' files (`.dat`, `.pth`) only ever mean the bilinear ones.
+fn unrecorded_screen_note(model: &PlayedModel, screen: Screen) -> Option<String> {
+    let own_format = model.path.extension().is_some_and(|extension| extension == "safetensors");
+    (model.sidecar.is_none() && own_format && screen == Screen::Mean42).then(|| {
+        format!(
+            "note: {} has no sidecar (.json) beside it to say which screens it learned on; its \
+             weights fit the universe network, so it plays on that network's bilinear 42x42 \
+             screens, wrong for a --model universe-max model: put its sidecar back for those",
+            model.path.display()
+        )
+    })
+}
+
 /// The screen a resumed model was trained on; `--model` may not name another.
 fn resumed_screen(request: &ModelRequest, sidecar: &Sidecar) -> Result<Screen> {
     let trained = &sidecar.model.body;
@@ -423,7 +443,8 @@ mod tests {
     }
 
     /// `a3g eval` plays a universe-max checkpoint on block maxima, as its sidecar says,
-    /// and the same weights alone on the bilinear screen their shapes imply.
+    /// and the same weights alone on the bilinear screen their shapes imply, with a note
+    /// that says so when they are a3g's own (a reference's file never means block maxima).
     #[test]
     fn played_screens_follow_the_sidecar_before_the_weights() {
         let played = |body: Option<Body>| PlayedModel {
@@ -433,6 +454,12 @@ mod tests {
         };
         assert_eq!(played_screen(&played(Some(Body::UniverseMax))), Screen::Max42);
         assert_eq!(played_screen(&played(None)), Screen::Mean42);
+        let note = unrecorded_screen_note(&played(None), Screen::Mean42).expect("a note");
+        assert!(note.contains("model.safetensors") && note.contains("universe-max"), "{note}");
+        assert_eq!(unrecorded_screen_note(&played(Some(Body::UniverseMax)), Screen::Max42), None);
+        let mut reference = played(None);
+        reference.path = PathBuf::from("Pong.dat");
+        assert_eq!(unrecorded_screen_note(&reference, Screen::Mean42), None);
         // A sidecar is believed over the shapes even where they disagree; the shapes
         // are checked against the network later.
         assert_eq!(played_screen(&played(Some(Body::Universe84))), Screen::Mean84);
