@@ -84,7 +84,8 @@ impl TrainingCounters {
         if in_a_row >= MAX_CONSECUTIVE_SKIPS {
             return Err(Error::Training(format!(
                 "{in_a_row} updates in a row had a non-finite or overflowing loss or gradient, so training stopped \
-                 (the last good checkpoint is kept); lower --lr or check the environment's rewards"
+                 (the last good checkpoint is kept); lower --lr, or check the environment's rewards and \
+                 observations for NaN or infinite values"
             )));
         }
         Ok(())

@@ -93,13 +93,16 @@ pub enum Error {
         /// What is wrong with its values.
         problem: &'static str,
     },
-    /// A fresh run aimed at a folder that already holds a model of its environment.
-    #[error("{} already holds a trained model of {env}; pass --load to resume it, --save-model-dir to save this run elsewhere, or --overwrite to replace it", path.display())]
+    /// A fresh run, or one resumed from another folder, aimed at a folder that already
+    /// holds a model of its environment.
+    #[error("{} already holds a trained model of {env}; {}", path.display(), replace_remedy(resumed_from.as_deref()))]
     ExistingCheckpoint {
         /// The model file there.
         path: PathBuf,
         /// The environment id.
         env: String,
+        /// The model `--load` resumes from another folder, if it does.
+        resumed_from: Option<PathBuf>,
     },
     /// A checkpoint folder that another run is writing to.
     #[error("{} is in use by another a3g run ({holder}); wait for it to finish, or pass another --save-model-dir", dir.display())]
@@ -198,6 +201,20 @@ fn io_remedy(error: &std::io::Error) -> &'static str {
         ErrorKind::NotADirectory => "a part of the path is a file, not a folder; pass another path",
         ErrorKind::IsADirectory => "it is a folder; pass a file path",
         _ => "check the path and the disk, then run again",
+    }
+}
+
+/// What to do about a save folder that holds a model the run did not start from.
+fn replace_remedy(resumed_from: Option<&std::path::Path>) -> String {
+    match resumed_from {
+        None => "pass --load to resume it, --save-model-dir to save this run elsewhere, or \
+                 --overwrite to replace it"
+            .to_string(),
+        Some(resumed) => format!(
+            "this run resumes {} instead; pass --save-model-dir to save it elsewhere, the same folder \
+             to --load-model-dir to resume the model there, or --overwrite to replace it",
+            resumed.display()
+        ),
     }
 }
 

@@ -53,7 +53,8 @@ pub fn run(args: &TrainArgs) -> Result<()> {
     });
     let resume = config.resume.take();
     let chosen = trainer::chosen(&config);
-    let _save_dir = config.claim_save_dir(chosen.memory_plan(&config))?;
+    let resumed_from = resume.as_ref().map(|checkpoint| checkpoint.files.model.as_path());
+    let _save_dir = config.claim_save_dir(chosen.memory_plan(&config), resumed_from)?;
     for note in &config.notes {
         console::warn(note);
     }

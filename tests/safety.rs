@@ -36,7 +36,8 @@ fn copy_shipped_cartpole(scratch: &Scratch) -> Vec<u8> {
 }
 
 /// README's CartPole example run where a trained model already is: a fresh run is
-/// refused, names --load, --save-model-dir and --overwrite, and the model is kept;
+/// refused, names --load, --save-model-dir and --overwrite, and the model is kept (as
+/// it is from a run resuming another folder's model, told what it resumes);
 /// --overwrite replaces it on purpose.
 #[test]
 fn fresh_run_never_replaces_a_trained_model() {
@@ -48,6 +49,27 @@ fn fresh_run_never_replaces_a_trained_model() {
             && line.contains("--load")
             && line.contains("--save-model-dir")
             && line.contains("--overwrite"),
+        "{line}"
+    );
+    assert_eq!(
+        std::fs::read(scratch.path("trained_models/CartPole-v1.safetensors")).unwrap(),
+        shipped
+    );
+    // A run that resumes another folder's model is told so, not to pass --load.
+    let other =
+        scratch.a3g_owned(&small_cartpole(&["--max-steps", "10", "--save-model-dir", "other"]));
+    assert!(other.status.success(), "{}", other.stderr);
+    let line = assert_one_line_error(&scratch.a3g_owned(&small_cartpole(&[
+        "--load",
+        "--load-model-dir",
+        "other",
+        "--max-steps",
+        "100",
+    ])));
+    assert!(
+        line.contains("already holds a trained model of CartPole-v1")
+            && line.contains("this run resumes other/CartPole-v1.safetensors instead")
+            && !line.contains("pass --load"),
         "{line}"
     );
     assert_eq!(

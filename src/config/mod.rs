@@ -667,7 +667,12 @@ impl TrainConfig {
     /// out, locks the folder, refuses to replace a model the run did not start from,
     /// and removes what an interrupted run left. The lock is held as long as the
     /// returned value lives. A rank other than 0 writes nothing and claims nothing.
-    pub fn claim_save_dir(&self, plan: MemoryPlan) -> Result<Option<FolderLock>> {
+    /// `resumed_from` is the model `--load` resumes, once taken from the config.
+    pub fn claim_save_dir(
+        &self,
+        plan: MemoryPlan,
+        resumed_from: Option<&Path>,
+    ) -> Result<Option<FolderLock>> {
         check_memory(&self.spec, plan, self.workers)?;
         if !self.leads() {
             return Ok(None);
@@ -676,7 +681,7 @@ impl TrainConfig {
         // The folder is held before anything in it is read or written.
         let lock = checkpoint::lock_folder(dir, &self.env.id)?;
         if !self.may_replace {
-            refuse_to_replace(dir, &self.env.id)?;
+            refuse_to_replace(dir, &self.env.id, resumed_from)?;
         }
         let removed = checkpoint::remove_stale_temporaries(dir);
         if removed > 0 {
@@ -756,11 +761,15 @@ fn a3c_on_gpu_note(trainer: TrainerName, devices: &[Device]) -> Option<String> {
 /// Refuses a run that would replace a model it did not start from: a fresh run, or
 /// one resumed from another folder, aimed at a folder that already holds a checkpoint
 /// of its env (called unless --overwrite says so).
-fn refuse_to_replace(dir: &Path, env: &str) -> Result<()> {
+fn refuse_to_replace(dir: &Path, env: &str, resumed_from: Option<&Path>) -> Result<()> {
     let files = checkpoint::CheckpointFiles::new(dir, env);
     let previous = checkpoint::CheckpointFiles::previous(dir, env);
     if files.any_exists() || previous.any_exists() {
-        return Err(Error::ExistingCheckpoint { path: files.model, env: env.to_string() });
+        return Err(Error::ExistingCheckpoint {
+            path: files.model,
+            env: env.to_string(),
+            resumed_from: resumed_from.map(Path::to_path_buf),
+        });
     }
     Ok(())
 }
