@@ -278,8 +278,8 @@ pub struct TrainArgs {
     /// to 84x84), where Breakout's ball, two pixels wide, keeps at least half its
     /// contrast (at 42x42 as little as a tenth). universe-max: the same network and
     /// cost as universe, over 42x42 screens whose every cell is the brightest pixel of
-    /// its block of the crop, so the ball keeps all its contrast. Classic control
-    /// always uses a small MLP.
+    /// its block of the crop, so the ball keeps all its contrast. Classic control,
+    /// Box2D and other tasks of a few values use a small MLP, and refuse --model.
     /// (default: a3clstm; with --load, the checkpoint's)
     #[arg(long, value_enum, help_heading = "Model")]
     pub model: Option<ModelName>,

@@ -1,9 +1,9 @@
 //! The terminal: a command's own output on stdout, everything else on stderr, and
 //! neither allowed to stop a run. `println!` panics when stdout is a closed pipe
 //! (`a3g train | head -3`); here a failed write only silences that stream, so training
-//! goes on and still writes its checkpoints and logs. Output lost for another reason
-//! (stdout on a full disk) does not stop a run either, but the command then ends in
-//! an error, so a script that keeps its output does not take an empty file for it.
+//! goes on and still writes its checkpoints and logs. Output lost to a full disk (stdout
+//! redirected to a file) does not stop a run either, but the command then ends in an
+//! error, so a script that keeps its output does not take an empty file for it.
 
 use std::io::Write;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -12,8 +12,8 @@ use std::sync::{Mutex, OnceLock};
 use crate::error;
 
 static STDOUT_CLOSED: AtomicBool = AtomicBool::new(false);
-/// Why stdout stopped taking lines when the reason was not its reader leaving (a full
-/// disk, say): that loses output the user asked for, so the command ends in an error.
+/// Why stdout stopped taking lines when the disk it went to was full: that loses
+/// output the user kept, so the command ends in an error.
 static STDOUT_FAILURE: Mutex<Option<std::io::Error>> = Mutex::new(None);
 static STDERR_CLOSED: AtomicBool = AtomicBool::new(false);
 /// What the command says on stderr when stdout closes under it. None by default: a
@@ -34,12 +34,21 @@ pub fn say(line: &str) {
     let mut stdout = std::io::stdout().lock();
     if let Err(failure) = writeln!(stdout, "{line}").and_then(|()| stdout.flush()) {
         STDOUT_CLOSED.store(true, Ordering::Relaxed);
-        let what = if failure.kind() == std::io::ErrorKind::BrokenPipe {
-            "stdout was closed".to_string()
-        } else {
-            let what = format!("cannot write stdout ({})", error::os_reason(&failure));
-            *STDOUT_FAILURE.lock().unwrap_or_else(|poisoned| poisoned.into_inner()) = Some(failure);
-            what
+        use std::io::ErrorKind;
+        let what = match failure.kind() {
+            ErrorKind::BrokenPipe => "stdout was closed".to_string(),
+            kind => {
+                let what = format!("cannot write stdout ({})", error::os_reason(&failure));
+                // Output kept in a file the disk could not take is lost: an error.
+                if matches!(
+                    kind,
+                    ErrorKind::StorageFull | ErrorKind::QuotaExceeded | ErrorKind::FileTooLarge
+                ) {
+                    *STDOUT_FAILURE.lock().unwrap_or_else(|poisoned| poisoned.into_inner()) =
+                        Some(failure);
+                }
+                what
+            }
         };
         if let Some(note) = CLOSED_STDOUT_NOTE.get() {
             warn(&format!("note: {what}; {note}"));
@@ -47,8 +56,8 @@ pub fn say(line: &str) {
     }
 }
 
-/// What stopped stdout, if anything but its reader leaving did: the command's output
-/// was lost, which `main` reports as the command's error.
+/// What stopped stdout, if a full disk did: the command's output was lost, which
+/// `main` reports as the command's error.
 pub fn take_stdout_failure() -> Option<std::io::Error> {
     STDOUT_FAILURE.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).take()
 }

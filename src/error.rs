@@ -220,7 +220,7 @@ fn replace_remedy(resumed_from: Option<&std::path::Path>) -> String {
 
 fn list_found(dir: &std::path::Path, found: &[String]) -> String {
     if dir.exists() && !dir.is_dir() {
-        " (it is a file, not a folder)".to_string()
+        " (it is not a folder)".to_string()
     } else if !dir.is_dir() {
         " (no such folder)".to_string()
     } else if found.is_empty() {

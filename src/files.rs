@@ -1,33 +1,34 @@
-//! Reading the files a user names: regular files only, so that a path to a device or
-//! a pipe (a symlink to /dev/zero, say) is refused at once instead of read without end.
+//! Reading the files a user names: never a device, so that a path to one (a symlink
+//! to /dev/zero, say) is refused at once instead of read without end. Pipes are read
+//! to their end as files are (`a3g plot <(ssh host cat log)`).
 
-use std::io;
+use std::fs::File;
+use std::io::{self, Read};
+use std::os::unix::fs::FileTypeExt;
 use std::path::Path;
 
-/// The bytes of the regular file at `path`, symlinks followed.
+/// The bytes of the file at `path`, symlinks followed.
 pub fn read_regular(path: &Path) -> io::Result<Vec<u8>> {
-    ensure_regular(path)?;
-    std::fs::read(path)
+    let mut bytes = Vec::new();
+    open_unless_device(path)?.read_to_end(&mut bytes)?;
+    Ok(bytes)
 }
 
-/// The text of the regular file at `path`, symlinks followed.
+/// The text of the file at `path`, symlinks followed.
 pub fn read_regular_to_string(path: &Path) -> io::Result<String> {
-    ensure_regular(path)?;
-    std::fs::read_to_string(path)
+    let mut text = String::new();
+    open_unless_device(path)?.read_to_string(&mut text)?;
+    Ok(text)
 }
 
-fn ensure_regular(path: &Path) -> io::Result<()> {
-    let metadata = std::fs::metadata(path)?;
-    if metadata.is_file() {
-        Ok(())
-    } else if metadata.is_dir() {
-        Err(io::Error::new(io::ErrorKind::IsADirectory, "it is a folder"))
-    } else {
-        Err(io::Error::new(
-            io::ErrorKind::InvalidInput,
-            "it is a device, pipe or socket, not a regular file",
-        ))
+/// Opens `path` and checks what was opened, so the path cannot change in between.
+fn open_unless_device(path: &Path) -> io::Result<File> {
+    let file = File::open(path)?;
+    let kind = file.metadata()?.file_type();
+    if kind.is_char_device() || kind.is_block_device() {
+        return Err(io::Error::new(io::ErrorKind::InvalidInput, "it is a device, not a file"));
     }
+    Ok(file)
 }
 
 #[cfg(test)]
@@ -35,7 +36,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn only_regular_files_are_read() {
+    fn devices_are_refused_and_files_read() {
         let dir = std::env::temp_dir().join(format!("a3g-files-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let file = dir.join("log");
@@ -47,7 +48,7 @@ mod tests {
         assert_eq!(read_regular(&file).unwrap(), b"a line\n");
         let device = read_regular(&link).unwrap_err();
         assert_eq!(device.kind(), io::ErrorKind::InvalidInput, "{device}");
-        assert!(device.to_string().contains("not a regular file"), "{device}");
+        assert!(device.to_string().contains("a device, not a file"), "{device}");
         let folder = read_regular_to_string(&dir).unwrap_err();
         assert_eq!(folder.kind(), io::ErrorKind::IsADirectory, "{folder}");
         let missing = read_regular(&dir.join("missing")).unwrap_err();

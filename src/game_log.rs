@@ -35,9 +35,9 @@ impl GameLog {
                 cause: source,
             })?;
         }
-        let file = OpenOptions::new().create(true).append(true).open(path).map_err(|source| {
-            Error::Io { action: "open the log", path: path.to_path_buf(), cause: source }
-        })?;
+        let file = OpenOptions::new().create(true).append(true).read(true).open(path).map_err(
+            |source| Error::Io { action: "open the log", path: path.to_path_buf(), cause: source },
+        )?;
         let has_lines = file.metadata().map(|meta| meta.len() > 0).unwrap_or(false);
         let mut log = GameLog { file, path: path.to_path_buf() };
         if has_lines {
@@ -60,34 +60,32 @@ impl GameLog {
     /// piece on local file systems, so lines of several runs interleave but stay whole.
     ///
     /// A write that fails part way (a full disk) leaves no part of the line behind:
-    /// the file is cut back to its last whole line.
+    /// what it wrote is cut off again, unless another run's line landed after it.
     pub fn write_line(&mut self, line: &str) -> Result<()> {
         let whole = format!("{line}\n");
         let length_before = self.file.metadata().map(|meta| meta.len());
         self.file.write_all(whole.as_bytes()).map_err(|source| {
             if let Ok(length_before) = length_before {
-                self.cut_to_last_whole_line(length_before);
+                self.cut_torn_line(length_before);
             }
             Error::Io { action: "write the log", path: self.path.clone(), cause: source }
         })
     }
 
-    /// Cuts what a failed write left after `length_before` back to the end of its last
-    /// whole line (lines other runs appended meanwhile stay), or to `length_before`.
-    fn cut_to_last_whole_line(&self, length_before: u64) {
+    /// Cuts the file back to `length_before` when all it gained since is a piece of a
+    /// line, which can only be the failed write's. With a newline in it, another run's
+    /// line came in between, and the file is left as it is: cutting would lose that.
+    fn cut_torn_line(&self, length_before: u64) {
         use std::os::unix::fs::FileExt;
         let Ok(length) = self.file.metadata().map(|meta| meta.len()) else { return };
         if length <= length_before {
             return;
         }
-        let mut tail = vec![0; (length - length_before) as usize];
-        let read =
-            File::open(&self.path).and_then(|file| file.read_exact_at(&mut tail, length_before));
-        if read.is_err() {
+        let mut gained = vec![0; (length - length_before) as usize];
+        if self.file.read_exact_at(&mut gained, length_before).is_err() || gained.contains(&b'\n') {
             return;
         }
-        let whole_lines = tail.iter().rposition(|&byte| byte == b'\n').map_or(0, |at| at + 1);
-        let _ = self.file.set_len(length_before + whole_lines as u64);
+        let _ = self.file.set_len(length_before);
     }
 }
 

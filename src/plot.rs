@@ -341,17 +341,19 @@ pub fn run(args: &PlotArgs) -> Result<()> {
 /// The first bytes of every PNG file.
 const PNG_SIGNATURE: [u8; 8] = [0x89, b'P', b'N', b'G', b'\r', b'\n', 0x1a, b'\n'];
 
-/// A plot may replace an earlier plot, but no other file: `-o` naming a game log (one
-/// of those being drawn, say) or a model by a slip would otherwise lose it.
+/// A plot may replace an earlier plot or an empty file, but no other file: `-o`
+/// naming a game log (one of those being drawn, say) or a model by a slip would
+/// otherwise lose it. What is not a file (a folder, `/dev/stdout`) is left to the
+/// write, which says what it is or writes to it.
 fn refuse_to_replace_other_files(output: &Path) -> Result<()> {
-    if std::fs::symlink_metadata(output).is_err() {
+    let Ok(metadata) = std::fs::metadata(output) else { return Ok(()) };
+    if !metadata.is_file() || metadata.len() == 0 {
         return Ok(());
     }
     let mut start = [0u8; PNG_SIGNATURE.len()];
-    let is_png = std::fs::metadata(output).is_ok_and(|metadata| metadata.is_file())
-        && std::fs::File::open(output)
-            .and_then(|mut file| std::io::Read::read_exact(&mut file, &mut start))
-            .is_ok()
+    let is_png = std::fs::File::open(output)
+        .and_then(|mut file| std::io::Read::read_exact(&mut file, &mut start))
+        .is_ok()
         && start == PNG_SIGNATURE;
     if is_png {
         return Ok(());

@@ -527,7 +527,7 @@ fn bad_eval_input_is_one_line() {
     assert!(line.contains("in absent (no such folder)"), "{line}");
     scratch.write("a-file", "");
     let line = assert_one_line_error(&eval("Pendulum-v1", &["--load-model-dir", "a-file"]));
-    assert!(line.contains("in a-file (it is a file, not a folder)"), "{line}");
+    assert!(line.contains("in a-file (it is not a folder)"), "{line}");
 
     fs::write(models.join("BreakoutNoFrameskip-v4.dat"), &dat).unwrap();
     let line = assert_one_line_error(&eval("BreakoutNoFrameskip-v4", &[]));

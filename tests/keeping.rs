@@ -192,7 +192,7 @@ fn a_sidecar_that_is_a_device_is_refused() {
     let fallback = eval();
     assert!(fallback.status.success(), "{}", fallback.stderr);
     assert!(
-        fallback.stderr.contains("CartPole-v1.json: it is a device, pipe or socket")
+        fallback.stderr.contains("CartPole-v1.json: it is a device, not a file")
             && fallback.stderr.contains("previous complete checkpoint"),
         "{}",
         fallback.stderr
@@ -204,7 +204,7 @@ fn a_sidecar_that_is_a_device_is_refused() {
         }
     }
     let line = assert_one_line_error(&eval());
-    assert!(line.contains("CartPole-v1.json") && line.contains("not a regular file"), "{line}");
+    assert!(line.contains("CartPole-v1.json") && line.contains("a device, not a file"), "{line}");
 }
 
 /// A sidecar whose counters leave no room to go on (edited to 2^53 agent steps) is

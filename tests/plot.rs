@@ -164,9 +164,9 @@ fn unwritable_output_is_one_error_line() {
     assert!(line.starts_with("error: cannot write the plot to no/such/dir/plot.png"), "{line}");
 }
 
-/// `-o` may replace an earlier plot but no other file: naming one of the logs being
-/// drawn, or any file that is not a PNG, is one error line that leaves the file as it
-/// was.
+/// `-o` may replace an earlier plot or an empty file but no other file: naming one of
+/// the logs being drawn, or any file that is not a PNG, is one error line that leaves
+/// the file as it was.
 #[test]
 fn output_replaces_only_earlier_plots() {
     let scratch = Scratch::new("plot-replace");
@@ -185,6 +185,8 @@ fn output_replaces_only_earlier_plots() {
         );
         assert_eq!(std::fs::read(scratch.path(target)).unwrap(), before, "{target} was changed");
     }
+    // An empty file (mktemp's) holds nothing to lose; then the plot replaces itself.
+    scratch.write("curve.png", "");
     for _ in 0..2 {
         let run = scratch.a3g(&["plot", "Pong_log", "-o", "curve.png"]);
         assert!(run.status.success(), "{}", run.stderr);
@@ -198,7 +200,7 @@ fn a_device_is_not_read_as_a_log() {
     let scratch = Scratch::new("plot-device");
     std::os::unix::fs::symlink("/dev/zero", scratch.path("zeros_log")).unwrap();
     let line = assert_one_line_error(&plot_in_time(&scratch, "zeros_log"));
-    assert!(line.contains("zeros_log") && line.contains("not a regular file"), "{line}");
+    assert!(line.contains("zeros_log") && line.contains("a device, not a file"), "{line}");
 }
 
 /// Sizes outside what --width and --height allow are usage errors naming the flag.

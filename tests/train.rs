@@ -439,6 +439,16 @@ fn a_screen_network_for_a_vector_task_is_refused() {
         );
     }
     assert!(!scratch.path("trained_models").exists(), "a refused run saved a model");
+    let run = scratch.a3g_owned(&small_cartpole(&["--max-steps", "10"]));
+    assert!(run.status.success(), "{}", run.stderr);
+    let line = assert_one_line_error(&scratch.a3g_owned(&small_cartpole(&[
+        "--load",
+        "--model",
+        "universe",
+        "--max-steps",
+        "100",
+    ])));
+    assert!(line.contains("gives observations of 4 values"), "{line}");
 }
 
 /// --min-std sets the Gaussian's floor, which the sidecar keeps and a resume takes; a
