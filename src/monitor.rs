@@ -493,7 +493,12 @@ impl<'a> Monitor<'a> {
         }
         if let Some(board) = self.board.as_mut() {
             board.flush();
-            console::say(&format!("TensorBoard event files are in {}", board.dir().display()));
+            let cut_short =
+                if board.writing() { "" } else { ", cut short where its writes failed" };
+            console::say(&format!(
+                "TensorBoard event files are in {}{cut_short}",
+                board.dir().display()
+            ));
         }
         let model_file =
             checkpoint::CheckpointFiles::new(&run.save_model_dir, &self.config.env.id).model;

@@ -81,6 +81,11 @@ impl Board {
         &self.dir
     }
 
+    /// Whether the board still writes: false once a write failed and stopped it.
+    pub fn writing(&self) -> bool {
+        self.records.is_some()
+    }
+
     /// One test game: its score, length and the running mean, and a histogram of each
     /// parameter of the weights that played it.
     pub fn test_game(

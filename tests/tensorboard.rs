@@ -180,7 +180,8 @@ fn unwritable_tensorboard_dir_is_one_line() {
 /// A disk that fills mid-run stops TensorBoard, not training: with the event file
 /// taking only its first 100 bytes (A3G_FAULT_TENSORBOARD_AFTER_BYTES, then "no space
 /// left on device"), the run ends normally with its checkpoint, after one warning
-/// line that names the folder and says what to do.
+/// line that names the folder and says what to do, and its last word on the board
+/// says the files were cut short.
 #[test]
 fn full_disk_stops_tensorboard_not_training() {
     let scratch = Scratch::new("tensorboard-full");
@@ -209,6 +210,13 @@ fn full_disk_stops_tensorboard_not_training() {
         warnings[0]
     );
     assert!(run.stdout.contains("reached --max-steps"), "{}", run.stdout);
+    assert!(
+        run.stdout.contains(
+            "TensorBoard event files are in runs/CartPole-v1_training, cut short where its writes failed"
+        ),
+        "{}",
+        run.stdout
+    );
     assert!(scratch.path("trained_models/CartPole-v1.safetensors").is_file());
     let events: Vec<_> = std::fs::read_dir(scratch.path("runs/CartPole-v1_training"))
         .unwrap()
