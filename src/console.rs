@@ -37,19 +37,16 @@ pub fn say(line: &str) {
         use std::io::ErrorKind;
         let what = match failure.kind() {
             ErrorKind::BrokenPipe => "stdout was closed".to_string(),
-            kind => {
-                let what = format!("cannot write stdout ({})", error::os_reason(&failure));
-                // Output kept in a file the disk could not take is lost: an error.
-                if matches!(
-                    kind,
-                    ErrorKind::StorageFull | ErrorKind::QuotaExceeded | ErrorKind::FileTooLarge
-                ) {
-                    *STDOUT_FAILURE.lock().unwrap_or_else(|poisoned| poisoned.into_inner()) =
-                        Some(failure);
-                }
-                what
-            }
+            _ => format!("cannot write stdout ({})", error::os_reason(&failure)),
         };
+        // Output kept in a file the disk could not take is lost: an error.
+        let disk_full = matches!(
+            failure.kind(),
+            ErrorKind::StorageFull | ErrorKind::QuotaExceeded | ErrorKind::FileTooLarge
+        );
+        if disk_full {
+            *STDOUT_FAILURE.lock().unwrap_or_else(|poisoned| poisoned.into_inner()) = Some(failure);
+        }
         if let Some(note) = CLOSED_STDOUT_NOTE.get() {
             warn(&format!("note: {what}; {note}"));
         }

@@ -7,15 +7,15 @@ use std::io::{self, Read};
 use std::os::unix::fs::FileTypeExt;
 use std::path::Path;
 
-/// The bytes of the file at `path`, symlinks followed.
-pub fn read_regular(path: &Path) -> io::Result<Vec<u8>> {
+/// `std::fs::read`, refusing a device.
+pub fn read(path: &Path) -> io::Result<Vec<u8>> {
     let mut bytes = Vec::new();
     open_unless_device(path)?.read_to_end(&mut bytes)?;
     Ok(bytes)
 }
 
-/// The text of the file at `path`, symlinks followed.
-pub fn read_regular_to_string(path: &Path) -> io::Result<String> {
+/// `std::fs::read_to_string`, refusing a device.
+pub fn read_to_string(path: &Path) -> io::Result<String> {
     let mut text = String::new();
     open_unless_device(path)?.read_to_string(&mut text)?;
     Ok(text)
@@ -44,14 +44,14 @@ mod tests {
         let link = dir.join("zeros");
         let _ = std::fs::remove_file(&link);
         std::os::unix::fs::symlink("/dev/zero", &link).unwrap();
-        assert_eq!(read_regular_to_string(&file).unwrap(), "a line\n");
-        assert_eq!(read_regular(&file).unwrap(), b"a line\n");
-        let device = read_regular(&link).unwrap_err();
+        assert_eq!(read_to_string(&file).unwrap(), "a line\n");
+        assert_eq!(read(&file).unwrap(), b"a line\n");
+        let device = read(&link).unwrap_err();
         assert_eq!(device.kind(), io::ErrorKind::InvalidInput, "{device}");
         assert!(device.to_string().contains("a device, not a file"), "{device}");
-        let folder = read_regular_to_string(&dir).unwrap_err();
+        let folder = read_to_string(&dir).unwrap_err();
         assert_eq!(folder.kind(), io::ErrorKind::IsADirectory, "{folder}");
-        let missing = read_regular(&dir.join("missing")).unwrap_err();
+        let missing = read(&dir.join("missing")).unwrap_err();
         assert_eq!(missing.kind(), io::ErrorKind::NotFound);
         std::fs::remove_dir_all(&dir).unwrap();
     }

@@ -51,7 +51,7 @@
 //!   and read there only; [`device`]: `--gpu-id`, `--gpu-ids` and the host syncs;
 //!   [`devices`]: `a3g devices`;
 //!   [`console`]: stdout for a command's output, stderr for the rest, neither fatal;
-//!   [`files`]: reading the files a user names, regular files only.
+//!   [`files`]: reading the files a user names, never a device.
 //! - [`distributed`]: training across machines: a launcher's variables, c10d's process
 //!   group through a C++ shim (built when set-up found gloo's headers), and each rank's
 //!   sync thread, which the supervisor runs beside the trainer's threads.

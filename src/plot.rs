@@ -262,7 +262,7 @@ fn argument(line: &str, key: &str) -> Option<String> {
 
 /// Reads and parses the log at `path`; one without a test game is an error.
 pub fn read(path: &Path) -> Result<PlotLog> {
-    let bytes = crate::files::read_regular(path).map_err(|cause| Error::Io {
+    let bytes = crate::files::read(path).map_err(|cause| Error::Io {
         action: "read the log",
         path: path.to_path_buf(),
         cause,

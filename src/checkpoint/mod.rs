@@ -115,8 +115,7 @@ impl Sidecar {
     pub fn read(path: &Path) -> Result<Self> {
         let corrupt =
             |reason: String| Error::CorruptCheckpoint { path: path.to_path_buf(), reason };
-        let text =
-            crate::files::read_regular_to_string(path).map_err(|err| corrupt(err.to_string()))?;
+        let text = crate::files::read_to_string(path).map_err(|err| corrupt(err.to_string()))?;
         let sidecar: Sidecar =
             serde_json::from_str(&text).map_err(|err| corrupt(err.to_string()))?;
         if let Some((name, value)) = sidecar.counters.out_of_range() {
@@ -309,7 +308,7 @@ fn lone_model_sidecar() -> Sidecar {
 /// sidecar that records it) when given, and refusing non-finite values.
 fn read_tensors(path: &Path, checksum: Option<(&str, &PathBuf)>) -> Result<Vec<(String, Tensor)>> {
     let corrupt = |reason: String| Error::CorruptCheckpoint { path: path.to_path_buf(), reason };
-    let bytes = crate::files::read_regular(path).map_err(|source| Error::Io {
+    let bytes = crate::files::read(path).map_err(|source| Error::Io {
         action: "read",
         path: path.to_path_buf(),
         cause: source,

@@ -35,7 +35,7 @@ use pickle::{Unpickler, Value};
 /// Reads the state dict saved at `path`: parameter names with their tensors, in the
 /// file's order.
 pub fn read_state_dict(path: &Path) -> Result<Vec<(String, Tensor)>> {
-    let bytes = crate::files::read_regular(path).map_err(|source| Error::Io {
+    let bytes = crate::files::read(path).map_err(|source| Error::Io {
         action: "read the checkpoint",
         path: path.to_path_buf(),
         cause: source,

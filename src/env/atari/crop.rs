@@ -73,7 +73,7 @@ impl CropTable {
 
     /// Reads a crop file.
     pub fn load(path: &Path) -> Result<Self> {
-        let text = crate::files::read_regular_to_string(path).map_err(|source| Error::Io {
+        let text = crate::files::read_to_string(path).map_err(|source| Error::Io {
             action: "read the crop file",
             path: path.to_path_buf(),
             cause: source,
