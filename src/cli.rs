@@ -1,10 +1,13 @@
 //! The command line: subcommands and their flags, which double as the documentation
 //! of every hyperparameter (`a3g <subcommand> --help`).
 
+use std::collections::BTreeSet;
+use std::ffi::OsString;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap::parser::ValueSource;
+use clap::{ArgMatches, Args, CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
 use serde::{Deserialize, Serialize};
 
 use crate::distributed::SyncMerge;
@@ -25,6 +28,66 @@ pub struct Cli {
     /// What to do.
     #[command(subcommand)]
     pub command: Command,
+}
+
+impl Cli {
+    /// The process's command line, parsed as `Cli::parse` does (help, version and a bad
+    /// flag print and exit), with the flags it gave recorded in `train`'s and `eval`'s
+    /// arguments.
+    pub fn from_command_line() -> Self {
+        Self::try_from_arguments(std::env::args_os()).unwrap_or_else(|err| err.exit())
+    }
+
+    /// `arguments` (the program's name first) parsed, with the flags they gave
+    /// recorded, so that a flag with a default can be told apart from one written out.
+    pub fn try_from_arguments<I, T>(arguments: I) -> Result<Self, clap::Error>
+    where
+        I: IntoIterator<Item = T>,
+        T: Into<OsString> + Clone,
+    {
+        let matches = Self::command().try_get_matches_from(arguments)?;
+        let mut cli =
+            Self::from_arg_matches(&matches).map_err(|err| err.format(&mut Self::command()))?;
+        if let Some((_, subcommand)) = matches.subcommand() {
+            let given = GivenFlags::of(subcommand);
+            match &mut cli.command {
+                Command::Train(args) => args.given = given,
+                Command::Eval(args) => args.given = given,
+                Command::Envs(_) | Command::Devices | Command::Plot(_) => {}
+            }
+        }
+        Ok(cli)
+    }
+}
+
+/// The flags a command line wrote out, by their ids (the field names), as opposed to
+/// those left at their defaults: a flag that does nothing in the run asked for is
+/// refused only when given.
+#[derive(Clone, Debug, Default)]
+pub struct GivenFlags(BTreeSet<String>);
+
+impl GivenFlags {
+    fn of(matches: &ArgMatches) -> Self {
+        let given = matches
+            .ids()
+            .filter(|id| matches.value_source(id.as_str()) == Some(ValueSource::CommandLine));
+        GivenFlags(given.map(|id| id.as_str().to_owned()).collect())
+    }
+
+    /// Whether the flag with this id was given.
+    pub fn contains(&self, id: &str) -> bool {
+        self.0.contains(id)
+    }
+
+    /// The long names (`--predictors`) of the given flags among `args`'s, in their
+    /// order there.
+    pub fn among<A: Args>(&self) -> Vec<String> {
+        A::augment_args(clap::Command::new("flags"))
+            .get_arguments()
+            .filter(|arg| self.contains(arg.get_id().as_str()))
+            .filter_map(|arg| arg.get_long().map(|long| format!("--{long}")))
+            .collect()
+    }
 }
 
 /// The subcommands of `a3g`.
@@ -155,9 +218,11 @@ pub struct EnvArgs {
 
 impl EnvArgs {
     /// The environment settings these flags give, for an environment seeded `seed`
-    /// whose Atari screens are prepared as `screen`.
+    /// whose Atari screens are prepared as `screen`; `given` are the command line's
+    /// flags, of which those for outside environments are refused on a built-in one.
     pub fn options(
         &self,
+        given: &GivenFlags,
         crops: &CropTable,
         seed: u64,
         screen: Screen,
@@ -179,15 +244,25 @@ impl EnvArgs {
             },
         };
         let outside = crate::env::gym::Target::parse(&self.env).is_some();
-        let outside_flags_given = self.env_kwargs.is_some()
-            || !self.env_imports.is_empty()
-            || !self.env_wrappers.is_empty();
-        if !outside && outside_flags_given {
-            return Err(Error::BadArguments(format!(
-                "--env-kwargs, --env-import and --env-wrapper are for environments from outside a3g \
-                 (gym:<id>, <file.py>:<Class>); {} is built in: leave them out",
-                self.env
-            )));
+        let outside_flags: Vec<String> = [
+            ("--env-kwargs", self.env_kwargs.is_some()),
+            ("--env-import", !self.env_imports.is_empty()),
+            ("--env-wrapper", !self.env_wrappers.is_empty()),
+            ("--python", self.python.is_some()),
+            ("--env-timeout", given.contains("env_timeout")),
+        ]
+        .into_iter()
+        .filter_map(|(flag, given)| given.then(|| flag.to_string()))
+        .collect();
+        if !outside && !outside_flags.is_empty() {
+            return Err(Error::idle_flags(
+                &outside_flags,
+                &format!(
+                    "for environments from outside a3g (gym:<id>, <file.py>:<Class>), and {} is built in",
+                    self.env
+                ),
+                None,
+            ));
         }
         if let Some(wrapper) = self.env_wrappers.iter().find(|wrapper| {
             !matches!(wrapper.rsplit_once(':'), Some((place, class)) if !place.is_empty() && !class.is_empty())
@@ -344,7 +419,9 @@ pub struct TrainArgs {
     #[arg(long, default_value_t = RewardClip(Some(1.0)), value_parser = parse_reward_clip, allow_negative_numbers = true, help_heading = "Optimization")]
     pub reward_clip: RewardClip,
 
-    /// Stop after this many agent steps, summed over workers.
+    /// Stop after this many agent steps, summed over workers and counted over resumes:
+    /// a checkpoint that already holds them is not trained further (--load is refused,
+    /// --resume auto ends as done).
     #[arg(long, allow_negative_numbers = true, value_parser = clap::value_parser!(u64).range(1..), help_heading = "Run")]
     pub max_steps: Option<u64>,
     /// Stop after this long: 90s, 10m, 2h, or plain seconds.
@@ -446,6 +523,10 @@ pub struct TrainArgs {
     pub sync_timeout: f64,
     #[command(flatten)]
     pub ga3c: Ga3cArgs,
+    /// The flags the command line gave ([`Cli::from_command_line`]).
+    #[arg(skip)]
+    #[serde(skip)]
+    pub given: GivenFlags,
 }
 
 /// A duration given as 90s, 10m, 2h or plain seconds, kept as written for the logs.
@@ -638,6 +719,10 @@ pub struct EvalArgs {
     /// Print the summary as one JSON object on stdout (the per-game lines go to stderr).
     #[arg(long)]
     pub json: bool,
+    /// The flags the command line gave ([`Cli::from_command_line`]).
+    #[arg(skip)]
+    #[serde(skip)]
+    pub given: GivenFlags,
 }
 
 /// Flags of `a3g envs`.

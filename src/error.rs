@@ -219,11 +219,12 @@ fn replace_remedy(resumed_from: Option<&std::path::Path>) -> String {
 }
 
 fn list_found(dir: &std::path::Path, found: &[String]) -> String {
-    if dir.exists() && !dir.is_dir() {
-        " (it is not a folder)".to_string()
-    } else if !dir.is_dir() {
-        " (no such folder)".to_string()
-    } else if found.is_empty() {
+    match std::fs::metadata(dir) {
+        Ok(metadata) if !metadata.is_dir() => return " (it is not a folder)".to_string(),
+        Err(_) => return " (no such folder)".to_string(),
+        Ok(_) => {}
+    }
+    if found.is_empty() {
         " (it holds no checkpoints)".to_string()
     } else {
         format!(" (it holds: {})", found.join(", "))
@@ -231,6 +232,22 @@ fn list_found(dir: &std::path::Path, found: &[String]) -> String {
 }
 
 impl Error {
+    /// Flags given (their long names) that do nothing in this run: what they are
+    /// `for` and why that is not this run, then `remedy` beside leaving them out.
+    pub fn idle_flags(flags: &[String], purpose: &str, remedy: Option<&str>) -> Self {
+        let (verb, pronoun) = if flags.len() == 1 { ("is", "it") } else { ("are", "them") };
+        let named = match flags {
+            [] => String::new(),
+            [only] => only.clone(),
+            [rest @ .., last] => format!("{} and {last}", rest.join(", ")),
+        };
+        let remedy = match remedy {
+            Some(remedy) => format!("{remedy}, or leave {pronoun} out"),
+            None => format!("leave {pronoun} out"),
+        };
+        Error::BadArguments(format!("{named} {verb} {purpose}: {remedy}"))
+    }
+
     /// Whether an environment from outside a3g failed (raised, crashed, hung): the
     /// model is not at fault, so a run keeps what it learned.
     pub fn is_environment_failure(&self) -> bool {

@@ -2,10 +2,8 @@
 
 use std::process::ExitCode;
 
-use clap::Parser;
-
 fn main() -> ExitCode {
-    let cli = a3g::cli::Cli::parse();
+    let cli = a3g::cli::Cli::from_command_line();
     let outcome = a3g::run(cli).and_then(|()| match a3g::console::take_stdout_failure() {
         None => Ok(()),
         Some(cause) => Err(a3g::error::Error::Io {

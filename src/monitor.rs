@@ -16,7 +16,7 @@ use crate::config::TrainConfig;
 use crate::console;
 use crate::counters::TrainingCounters;
 use crate::distributed::rank::PeerCounters;
-use crate::error::{Error, Result};
+use crate::error::{os_reason, Error, Result};
 use crate::game_log::{self, GameLog, MEAN_WINDOW};
 use crate::shared::SharedModel;
 use crate::stop::{self, Stop, StopReason};
@@ -363,9 +363,15 @@ impl<'a> Monitor<'a> {
         console::say(line);
         let Some(log) = self.log.as_mut() else { return };
         if let Err(err) = log.write_line(line) {
+            // The problem without the error's remedy ("run again"): the run goes on.
+            let problem = match &err {
+                Error::Io { action, path, cause } => {
+                    format!("cannot {action} {}: {}", path.display(), os_reason(cause))
+                }
+                other => other.report(),
+            };
             console::warn(&format!(
-                "warning: {}; training goes on without the game log (lines still go to stdout)",
-                err.report()
+                "warning: {problem}; training goes on without the game log (its lines still go to stdout)"
             ));
             self.log = None;
         }

@@ -7,14 +7,14 @@ use std::time::Duration;
 use crossbeam::channel;
 use tch::{nn, Device};
 
-use crate::checkpoint::SavedCounters;
+use crate::checkpoint::{self, SavedCounters};
 use crate::cli::TrainArgs;
 use crate::config::TrainPlan;
 use crate::console;
 use crate::distributed::c10d::Group;
 use crate::distributed::rank::{self, RankSync};
 use crate::distributed::{Launch, ModelSum};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::input_norm::{InputNorm, MEASURE_SEED, MEASURE_STEPS};
 use crate::model::{ActorCritic, Body};
 use crate::monitor::Monitor;
@@ -22,6 +22,34 @@ use crate::shared::SharedModel;
 use crate::supervisor::Supervisor;
 use crate::test_agent::{EpisodeStats, TestAgent};
 use crate::trainer;
+
+/// A resumed model that has already trained --max-steps agent steps, which count over
+/// resumes: training it further would rewrite its checkpoint past the budget asked for.
+struct SpentBudget {
+    /// The model file, or whose it is on a rank that does not read it.
+    model: String,
+    agent_steps: u64,
+}
+
+impl SpentBudget {
+    /// `--resume auto` is a command run again until its run is done, and that run is
+    /// done; `--load` asked for more training than --max-steps allows, so it is told
+    /// how to get it. Neither writes anything.
+    fn end(self, args: &TrainArgs) -> Result<()> {
+        let SpentBudget { model, agent_steps } = self;
+        let budget = args.max_steps.unwrap_or(checkpoint::RUN_STEP_LIMIT);
+        if args.resume.is_some() {
+            console::say(&format!(
+                "{model} has trained {agent_steps} agent steps, --max-steps {budget}: nothing is left to train"
+            ));
+            return Ok(());
+        }
+        Err(Error::BadArguments(format!(
+            "{model} has already trained {agent_steps} agent steps, at or past --max-steps {budget}, which \
+             counts them over resumes; pass a larger --max-steps to train it further (a3g eval plays it as it is)"
+        )))
+    }
+}
 
 /// Runs `a3g train`.
 pub fn run(args: &TrainArgs) -> Result<()> {
@@ -52,6 +80,18 @@ pub fn run(args: &TrainArgs) -> Result<()> {
         "training goes on, and rank 0 writes the run's game log and checkpoints"
     });
     let resume = config.resume.take();
+    let spent = match (&resume, &early) {
+        (Some(checkpoint), _) => Some(SpentBudget {
+            model: checkpoint.files.model.display().to_string(),
+            agent_steps: checkpoint.sidecar.counters.agent_steps,
+        }),
+        (None, Some((_, Some(record)))) => Some(SpentBudget {
+            model: "rank 0's model".into(),
+            agent_steps: record.counters.agent_steps,
+        }),
+        _ => None,
+    }
+    .filter(|resumed| resumed.agent_steps >= config.run.step_budget);
     let chosen = trainer::chosen(&config);
     let resumed_from = resume.as_ref().map(|checkpoint| checkpoint.files.model.as_path());
     let _save_dir = config.claim_save_dir(chosen.memory_plan(&config), resumed_from)?;
@@ -84,6 +124,10 @@ pub fn run(args: &TrainArgs) -> Result<()> {
         }
         None => None,
     };
+    // Every rank knows rank 0's counters by now, so all of them end here together.
+    if let Some(spent) = spent {
+        return spent.end(args);
+    }
 
     tch::set_num_threads(1);
     tch::manual_seed(config.seed as i64);

@@ -170,7 +170,8 @@ fn a_sidecar_with_impossible_crop_rows_is_named_as_damaged() {
 
 /// A sidecar that leads to a device (a symlink to /dev/zero), which was read without
 /// end, is named as unreadable at once: eval falls back to the previous checkpoint as
-/// for any damaged sidecar, and without one it is one error line.
+/// for any damaged sidecar, and without one it is one error line; so is a model file
+/// that leads to a device.
 #[test]
 fn a_sidecar_that_is_a_device_is_refused() {
     let scratch = Scratch::new("device-sidecar");
@@ -205,6 +206,16 @@ fn a_sidecar_that_is_a_device_is_refused() {
     }
     let line = assert_one_line_error(&eval());
     assert!(line.contains("CartPole-v1.json") && line.contains("a device, not a file"), "{line}");
+    // A model file that is a device is named as one, not as a missing model.
+    std::fs::remove_file(&sidecar).unwrap();
+    let model = scratch.path("trained_models/CartPole-v1.safetensors");
+    std::fs::remove_file(&model).unwrap();
+    std::os::unix::fs::symlink("/dev/zero", &model).unwrap();
+    let line = assert_one_line_error(&eval());
+    assert!(
+        line.contains("CartPole-v1.safetensors") && line.contains("a device, not a file"),
+        "{line}"
+    );
 }
 
 /// A sidecar whose counters leave no room to go on (edited to 2^53 agent steps) is
@@ -247,6 +258,7 @@ fn a_failing_game_log_does_not_stop_training() {
             stderr.lines().filter(|line| line.contains("without the game log")).collect();
         assert_eq!(warnings.len(), 1, "{stderr}");
         assert!(warnings[0].contains("logs/CartPole-v1_log"), "{stderr}");
+        assert!(!warnings[0].contains("run again"), "{stderr}");
         assert!(saved_agent_steps(&scratch.path("trained_models/CartPole-v1.json")) >= 3000);
         let log = std::fs::read_to_string(scratch.path("logs/CartPole-v1_log")).unwrap();
         assert!(log.ends_with('\n'), "the log ends {:?}", &log[log.len() - 80..]);

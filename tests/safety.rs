@@ -8,7 +8,8 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::util::{
-    assert_one_line_error, cartpole, copy_shipped, signal, small_cartpole, Lines, Scratch,
+    assert_one_line_error, cartpole, copy_shipped, one_rollout_past_saved, signal, small_cartpole,
+    Lines, Scratch,
 };
 
 fn spawn(scratch: &Scratch, args: &[String]) -> Child {
@@ -147,7 +148,8 @@ fn two_runs_never_share_a_folder() {
     signal(&first, "INT");
     let output = first.wait_with_output().unwrap();
     assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
-    let resumed = scratch.a3g_owned(&small_cartpole(&["--load", "--max-steps", "1"]));
+    let budget = one_rollout_past_saved(&scratch, "CartPole-v1");
+    let resumed = scratch.a3g_owned(&small_cartpole(&["--load", "--max-steps", &budget]));
     assert!(resumed.status.success(), "{}", resumed.stderr);
 }
 
@@ -166,7 +168,8 @@ fn a_kill_at_any_moment_leaves_a_whole_checkpoint() {
         std::thread::sleep(Duration::from_millis(delay_ms));
         signal(&child, "KILL");
         let _ = child.wait_with_output();
-        let resumed = scratch.a3g_owned(&small_cartpole(&["--load", "--max-steps", "1"]));
+        let budget = one_rollout_past_saved(&scratch, "CartPole-v1");
+        let resumed = scratch.a3g_owned(&small_cartpole(&["--load", "--max-steps", &budget]));
         assert!(resumed.status.success(), "after a kill at {delay_ms} ms: {}", resumed.stderr);
         let leftovers: Vec<String> = std::fs::read_dir(scratch.path("trained_models"))
             .unwrap()
@@ -343,7 +346,7 @@ fn ctrl_c_is_seen_mid_rollout_and_twice_quits_at_once() {
     let resumed = scratch.a3g(
         &[
             &long_rollouts[..7].iter().map(String::as_str).collect::<Vec<_>>()[..],
-            &["--load", "--max-steps", "1"],
+            &["--load", "--max-steps", &one_rollout_past_saved(&scratch, "Pendulum-v1")],
         ]
         .concat(),
     );
@@ -393,8 +396,9 @@ fn failures_are_named_for_what_they_are() {
 #[test]
 fn a_failed_checkpoint_write_keeps_the_last_checkpoint() {
     let scratch = Scratch::new("full-disk");
-    let flags = cartpole(&["--workers", "1", "--hidden-size", "256", "--max-steps", "50"]);
-    let first = scratch.a3g_owned(&flags);
+    let flags = cartpole(&["--workers", "1", "--hidden-size", "256"]);
+    let first =
+        scratch.a3g_owned(&[&flags[..], &["--max-steps".to_string(), "50".to_string()]].concat());
     assert!(first.status.success(), "{}", first.stderr);
     let files =
         ["CartPole-v1.safetensors", "CartPole-v1.optimizer.safetensors", "CartPole-v1.json"];
@@ -402,7 +406,12 @@ fn a_failed_checkpoint_write_keeps_the_last_checkpoint() {
         || files.map(|name| std::fs::read(scratch.path("trained_models").join(name)).unwrap());
     let before = read_all();
     // The model alone is over 256 KB.
-    let run = scratch.a3g_with_file_limit(128, &[&flags[..], &["--load".to_string()]].concat());
+    let resumed = [
+        "--load".to_string(),
+        "--max-steps".to_string(),
+        one_rollout_past_saved(&scratch, "CartPole-v1"),
+    ];
+    let run = scratch.a3g_with_file_limit(128, &[&flags[..], &resumed[..]].concat());
     let stderr = &run.stderr;
     assert!(!run.status.success(), "{stderr}");
     let error = stderr.lines().find(|line| line.starts_with("error: ")).unwrap_or_default();

@@ -5,8 +5,8 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::util::{
-    assert_one_line_error, cartpole, edit_sidecar, saved_agent_steps, sidecar_json, signal,
-    small_cartpole, Lines, Run, Scratch,
+    assert_one_line_error, cartpole, edit_sidecar, one_rollout_past_saved, saved_agent_steps,
+    sidecar_json, signal, small_cartpole, Lines, Run, Scratch,
 };
 
 /// A few hundred Atari steps with two workers write the log (starting with the
@@ -172,7 +172,99 @@ fn sigint_stops_cleanly_with_a_checkpoint() {
     let stdout = stdout.all();
     assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
     assert!(stdout.contains("interrupted: saved"), "{stdout}");
-    let run = scratch.a3g_owned(&small_cartpole(&["--load", "--max-steps", "1"]));
+    let budget = one_rollout_past_saved(&scratch, "CartPole-v1");
+    let run = scratch.a3g_owned(&small_cartpole(&["--load", "--max-steps", &budget]));
+    assert!(run.status.success(), "{}", run.stderr);
+}
+
+/// --max-steps counts agent steps over resumes: a model that has trained them all is
+/// not trained a step further (which rewrote its set, the older one rotating out).
+/// `--load` is told to raise the budget; `--resume auto`, a command run again until
+/// its run is done, ends at once as done. Neither touches a file.
+#[test]
+fn a_spent_step_budget_trains_nothing() {
+    let scratch = Scratch::new("spent-budget");
+    let run = scratch.a3g_owned(&small_cartpole(&["--max-steps", "200"]));
+    assert!(run.status.success(), "{}", run.stderr);
+    let saved = saved_agent_steps(&scratch.path("trained_models/CartPole-v1.json"));
+    let set = || {
+        let mut files: Vec<(String, Vec<u8>)> = std::fs::read_dir(scratch.path("trained_models"))
+            .unwrap()
+            .map(|entry| entry.unwrap())
+            .filter(|entry| entry.file_name() != ".a3g.lock")
+            .map(|entry| {
+                (
+                    entry.file_name().to_string_lossy().into_owned(),
+                    std::fs::read(entry.path()).unwrap(),
+                )
+            })
+            .collect();
+        files.sort();
+        files
+    };
+    let before = set();
+    for budget in [saved.to_string(), "1".to_string()] {
+        let line = assert_one_line_error(&scratch.a3g_owned(&small_cartpole(&[
+            "--load",
+            "--max-steps",
+            &budget,
+        ])));
+        assert!(
+            line.contains(&format!("has already trained {saved} agent steps"))
+                && line.contains(&format!("--max-steps {budget}"))
+                && line.contains("pass a larger --max-steps"),
+            "{line}"
+        );
+    }
+    let done = scratch.a3g_owned(&small_cartpole(&[
+        "--resume",
+        "auto",
+        "--max-steps",
+        &saved.to_string(),
+    ]));
+    assert!(done.status.success(), "{}", done.stderr);
+    assert!(done.stdout.contains("nothing is left to train"), "{}", done.stdout);
+    assert!(set() == before, "a spent budget rewrote the checkpoint");
+    let budget = one_rollout_past_saved(&scratch, "CartPole-v1");
+    let more = scratch.a3g_owned(&small_cartpole(&["--load", "--max-steps", &budget]));
+    assert!(more.status.success(), "{}", more.stderr);
+    assert!(saved_agent_steps(&scratch.path("trained_models/CartPole-v1.json")) > saved);
+}
+
+/// A flag that would do nothing in the run asked for (another trainer's, another kind
+/// of environment's, another setting's, or for ranks that no launcher started) is
+/// refused on one line naming it, when given; left at its default it is no one's
+/// concern.
+#[test]
+fn flags_that_would_do_nothing_are_refused() {
+    let scratch = Scratch::new("idle-flags");
+    for (flags, expected) in [
+        (
+            &["--predictors", "2", "--train-batch", "4"][..],
+            "--predictors and --train-batch are for the batched trainer, and this run's trainer is a3c: \
+             add --trainer ga3c, or leave them out",
+        ),
+        (&["--precision", "fp32"][..], "--precision is for the batched trainer"),
+        (
+            &["--trainer", "ga3c", "--autotune-window", "5"][..],
+            "--autotune-window is how long --autotune measures each setting, and --autotune is off",
+        ),
+        (&["--sync-merge", "mean"][..], "--sync-merge is for training across machines"),
+        (
+            &["--python", "python3", "--env-timeout", "5"][..],
+            "--python and --env-timeout are for environments from outside a3g (gym:<id>, \
+             <file.py>:<Class>), and CartPole-v1 is built in: leave them out",
+        ),
+    ] {
+        let line = assert_one_line_error(&scratch.a3g_owned(&small_cartpole(flags)));
+        assert!(line.contains(expected), "{flags:?}: {line}");
+    }
+    let eval = ["eval", "--env", "CartPole-v1", "--python", "python3"];
+    let line = assert_one_line_error(&scratch.a3g(&eval));
+    assert!(line.contains("--python is for environments from outside a3g"), "{line}");
+    assert!(!scratch.path("trained_models").exists());
+    // The same settings at their defaults, not written out, train.
+    let run = scratch.a3g_owned(&small_cartpole(&["--max-steps", "20"]));
     assert!(run.status.success(), "{}", run.stderr);
 }
 

@@ -220,6 +220,14 @@ pub fn saved_agent_steps(sidecar: &std::path::Path) -> u64 {
     json["counters"]["agent_steps"].as_u64().expect("agent_steps")
 }
 
+/// The --max-steps that resumes `env`'s checkpoint in trained_models/ for one more
+/// rollout: one past the agent steps it records, since --max-steps counts over resumes
+/// (at or below them, --load is refused).
+pub fn one_rollout_past_saved(scratch: &Scratch, env: &str) -> String {
+    let saved = saved_agent_steps(&scratch.path(&format!("trained_models/{env}.json")));
+    (saved + 1).to_string()
+}
+
 /// Where a test finds PyTorch for python3: the wheel the set-up installs into .deps/,
 /// and the wheel that a `LIBTORCH` set by hand may belong to. python3's own packages
 /// stay on its path after these, so `LIBTORCH_USE_PYTORCH=1` set-ups work too.

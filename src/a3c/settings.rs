@@ -4,7 +4,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::cli::TrainArgs;
 use crate::error::{Error, Result};
-use crate::ga3c::settings::PrecisionName;
+use crate::ga3c::settings::{Ga3cArgs, PrecisionName};
 
 /// A3C's own settings.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -19,14 +19,22 @@ impl A3cConfig {
     pub const WORKERS_PER_CORE: usize = 1;
 
     /// A3C's settings from the flags: the rollout lengths, and a refusal of the
-    /// batched trainer's `--precision bf16`, which A3C's passes of one observation
-    /// would only slow.
+    /// batched trainer's flags where given: `--precision bf16` with why (A3C's passes
+    /// of one observation it would only slow), the others as doing nothing here.
     pub fn from_flags(args: &TrainArgs) -> Result<Self> {
         if args.ga3c.precision == PrecisionName::Bf16 {
             return Err(Error::BadArguments(
                 "--precision bf16 runs the batched passes of --trainer ga3c; A3C's workers step one \
                  observation at a time, where bf16 is slower than fp32: leave it out, or add --trainer ga3c"
                     .into(),
+            ));
+        }
+        let batched_flags = args.given.among::<Ga3cArgs>();
+        if !batched_flags.is_empty() {
+            return Err(Error::idle_flags(
+                &batched_flags,
+                "for the batched trainer, and this run's trainer is a3c",
+                Some("add --trainer ga3c"),
             ));
         }
         let rollout_lengths = if args.distributed_step_size.is_empty() {

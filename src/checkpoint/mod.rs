@@ -375,13 +375,14 @@ fn safetensors_problem(error: &safetensors::SafeTensorError) -> String {
 pub const MODEL_EXTENSIONS: [&str; 4] = ["safetensors", "dat", "pt", "pth"];
 
 /// The model file for `env` in `dir`: the first of `<env>.safetensors`, `.dat`,
-/// `.pt` and `.pth` that exists.
+/// `.pt` and `.pth` that exists and is not a folder. What is not a file (a device)
+/// is found too, so that reading it says what it is rather than that there is none.
 pub fn find_model(dir: &Path, env: &str) -> Result<PathBuf> {
     let stem = env.replace('/', "_");
     MODEL_EXTENSIONS
         .iter()
         .map(|extension| dir.join(format!("{stem}.{extension}")))
-        .find(|path| path.is_file())
+        .find(|path| path.metadata().is_ok_and(|metadata| !metadata.is_dir()))
         .ok_or_else(|| Error::NoCheckpoint {
             dir: dir.to_path_buf(),
             env: env.to_string(),

@@ -20,7 +20,8 @@ use crate::checkpoint::{
     self, Checkpoint, FolderLock, ModelEnvironments, ModelSource, OpenedModel, Sidecar,
 };
 use crate::cli::{
-    EnvArgs, EvalArgs, ModelName, OptimizerName, PrecisionName, ResumeMode, TrainArgs, TrainerName,
+    EnvArgs, EvalArgs, GivenFlags, ModelName, OptimizerName, PrecisionName, ResumeMode, TrainArgs,
+    TrainerName,
 };
 use crate::console;
 use crate::device;
@@ -59,10 +60,10 @@ pub struct EnvConfig {
 impl EnvConfig {
     /// The environments the flags describe, with the built-in crop rows until
     /// [`EnvConfig::read_crop_file`] reads `--env-config`'s.
-    fn new(args: &EnvArgs, base_seed: u64, screen: Screen) -> Result<Self> {
+    fn new(args: &EnvArgs, given: &GivenFlags, base_seed: u64, screen: Screen) -> Result<Self> {
         Ok(EnvConfig {
             id: args.env.clone(),
-            options: args.options(&CropTable::built_in(), base_seed, screen)?,
+            options: args.options(given, &CropTable::built_in(), base_seed, screen)?,
             base_seed,
             max_episode_length: args.max_episode_length,
             crop_file: args.env_config.clone(),
@@ -307,24 +308,21 @@ impl<'a> TrainPlan<'a> {
             ));
         }
         let devices = device::select_list(&args.gpu_ids)?;
-        let launch = Launch::of_this_process()?;
-        if let Some(launch) = &launch {
-            let interval =
-                SyncInterval::new(args.sync_interval, launch.world_size).shortest().as_secs_f64();
-            // A rank that stops enters the next sync up to an interval before the
-            // others, and must not give up on them meanwhile.
-            if interval * 2.0 > args.sync_timeout {
-                let whose = match args.sync_interval {
-                    Some(_) => String::new(),
-                    None => format!(" (the default at {} ranks)", launch.world_size),
-                };
-                return Err(Error::BadArguments(format!(
-                    "--sync-interval {interval}{whose} is more than half of --sync-timeout {}; a stopping rank \
-                     would give up on the others before they sync: lower the interval or raise the timeout",
-                    args.sync_timeout
-                )));
-            }
+        let launched = Launch::from_env(|name| std::env::var(name).ok())?;
+        let sync_flags: Vec<String> = ["sync_interval", "sync_merge", "sync_timeout"]
+            .into_iter()
+            .filter(|id| args.given.contains(id))
+            .map(|id| format!("--{}", id.replace('_', "-")))
+            .collect();
+        if launched.is_none() && !sync_flags.is_empty() {
+            return Err(Error::idle_flags(
+                &sync_flags,
+                "for training across machines, and no launcher started this run (RANK, WORLD_SIZE and \
+                 MASTER_ADDR, or Slurm's or Open MPI's variables, are unset)",
+                Some("start it with one (docs/distributed.md)"),
+            ));
         }
+        let launch = launched.filter(|launch| launch.world_size > 1);
         if args.lr_anneal && args.max_steps.is_none() && args.max_time.is_none() {
             return Err(Error::BadArguments(
                 "--lr-anneal needs a budget to fall to 0 over; add --max-steps (agent steps) or --max-time".into(),
@@ -349,7 +347,7 @@ impl<'a> TrainPlan<'a> {
         };
         // Every network --model names is an Atari one, with screens of its own.
         let screen = network.body().screen().unwrap_or_default();
-        let env = EnvConfig::new(&args.environment, args.seed, screen)?;
+        let env = EnvConfig::new(&args.environment, &args.given, args.seed, screen)?;
         Ok(TrainPlan { args, env, model, devices, cores, launch })
     }
 
@@ -717,7 +715,7 @@ impl EvalConfig {
     /// says which network it holds ([`EvalConfig::open_model`]).
     pub fn new(args: &EvalArgs) -> Result<Self> {
         let device = device::select(args.gpu_id)?;
-        let mut env = EnvConfig::new(&args.environment, args.seed, Screen::Gray80)?;
+        let mut env = EnvConfig::new(&args.environment, &args.given, args.seed, Screen::Gray80)?;
         env.options.python.render = args.render;
         let stem = env.id.replace('/', "_");
         let record_dir = args.render.then(|| {

@@ -408,7 +408,20 @@ fn millis(timeout: Duration) -> i64 {
 #[cfg(a3g_c10d)]
 fn message(error: &[std::ffi::c_char]) -> String {
     let bytes: Vec<u8> = error.iter().take_while(|&&c| c != 0).map(|&c| c as u8).collect();
-    String::from_utf8_lossy(&bytes).into_owned()
+    without_source_location(&String::from_utf8_lossy(&bytes)).to_string()
+}
+
+/// `text` without the `[path/to/file.cc:123] ` that Gloo and c10d put before their
+/// messages: where in their sources it was raised is no use to the user reading it.
+#[cfg(any(a3g_c10d, test))]
+fn without_source_location(text: &str) -> &str {
+    let located =
+        text.strip_prefix('[').and_then(|rest| rest.split_once("] ")).filter(|(place, _)| {
+            place.rsplit_once(':').is_some_and(|(file, line)| {
+                file.contains('.') && !line.is_empty() && line.bytes().all(|b| b.is_ascii_digit())
+            })
+        });
+    located.map_or(text, |(_, message)| message)
 }
 
 #[cfg(all(test, a3g_c10d))]
@@ -464,5 +477,24 @@ mod tests {
         assert!(error.starts_with("rank 0 of 2: could not join the other ranks"), "{error}");
         assert!(!error.contains('\n'), "{error}");
         assert!(started.elapsed() < Duration::from_secs(15), "{:?}", started.elapsed());
+    }
+}
+
+#[cfg(test)]
+mod message_tests {
+    use super::without_source_location;
+
+    /// Gloo's source path goes; a message that only starts with a bracket stays whole.
+    #[test]
+    fn source_locations_are_cut_from_messages() {
+        assert_eq!(
+            without_source_location(
+                "[../third_party/gloo/gloo/transport/tcp/pair.cc:534] Connection closed by peer [127.0.0.1]:4040"
+            ),
+            "Connection closed by peer [127.0.0.1]:4040"
+        );
+        for whole in ["[rank 1] did not answer", "[a.cc:] x", "no bracket", "[x.cc:12]no space"] {
+            assert_eq!(without_source_location(whole), whole);
+        }
     }
 }

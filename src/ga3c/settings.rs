@@ -13,7 +13,7 @@ use crate::error::{Error, Result};
 use crate::model::Body;
 use crate::precision::Precision;
 
-/// Flags of the batched trainer (`--trainer ga3c`); A3C ignores them.
+/// Flags of the batched trainer (`--trainer ga3c`), refused under A3C when given.
 #[derive(Clone, Debug, Args, Serialize, Deserialize)]
 pub struct Ga3cArgs {
     /// Predictor threads, each gathering the agents' observations into one forward pass.
@@ -168,6 +168,13 @@ impl Ga3cConfig {
             autotune_window,
             precision,
         } = args.ga3c;
+        if !autotune && args.given.contains("autotune_window") {
+            return Err(Error::idle_flags(
+                &["--autotune-window".to_string()],
+                "how long --autotune measures each setting, and --autotune is off",
+                Some("add --autotune"),
+            ));
+        }
         let defaults = Ga3cDefaults::new(body, agents, cores);
         let predict_batch = predict_batch as usize;
         let predict_min_batch = match predict_min_batch {
