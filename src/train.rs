@@ -7,7 +7,7 @@ use std::time::Duration;
 use crossbeam::channel;
 use tch::{nn, Device};
 
-use crate::checkpoint::{self, SavedCounters};
+use crate::checkpoint::SavedCounters;
 use crate::cli::TrainArgs;
 use crate::config::TrainPlan;
 use crate::console;
@@ -26,27 +26,39 @@ use crate::trainer;
 /// A resumed model that has already trained --max-steps agent steps, which count over
 /// resumes: training it further would rewrite its checkpoint past the budget asked for.
 struct SpentBudget {
-    /// The model file, or whose it is on a rank that does not read it.
-    model: String,
+    /// The model file, on the rank that reads it.
+    model: Option<String>,
     agent_steps: u64,
+    /// The run's step budget, --max-steps or a3g's limit.
+    budget: u64,
 }
 
 impl SpentBudget {
     /// `--resume auto` is a command run again until its run is done, and that run is
     /// done; `--load` asked for more training than --max-steps allows, so it is told
-    /// how to get it. Neither writes anything.
-    fn end(self, args: &TrainArgs) -> Result<()> {
-        let SpentBudget { model, agent_steps } = self;
-        let budget = args.max_steps.unwrap_or(checkpoint::RUN_STEP_LIMIT);
+    /// how to get it. Neither writes anything. A rank other than 0 says what it found
+    /// and leaves the verdict to rank 0, whose flags chose the checkpoint.
+    fn end(&self, args: &TrainArgs) -> Result<()> {
+        let &SpentBudget { ref model, agent_steps, budget } = self;
+        let limit = match args.max_steps {
+            Some(asked) if asked <= budget => format!("--max-steps {asked}"),
+            _ => format!("a3g's limit for one run, {budget}"),
+        };
+        let Some(model) = model else {
+            console::say(&format!(
+                "rank 0's model has trained {agent_steps} agent steps, {limit}: nothing is left to train"
+            ));
+            return Ok(());
+        };
         if args.resume.is_some() {
             console::say(&format!(
-                "{model} has trained {agent_steps} agent steps, --max-steps {budget}: nothing is left to train"
+                "{model} has trained {agent_steps} agent steps, {limit}: nothing is left to train"
             ));
             return Ok(());
         }
         Err(Error::BadArguments(format!(
-            "{model} has already trained {agent_steps} agent steps, at or past --max-steps {budget}, which \
-             counts them over resumes; pass a larger --max-steps to train it further (a3g eval plays it as it is)"
+            "{model} has already trained {agent_steps} agent steps, at or past {limit}, which counts \
+             them over resumes; pass a larger --max-steps to train it further (a3g eval plays it as it is)"
         )))
     }
 }
@@ -80,18 +92,24 @@ pub fn run(args: &TrainArgs) -> Result<()> {
         "training goes on, and rank 0 writes the run's game log and checkpoints"
     });
     let resume = config.resume.take();
+    let budget = config.run.step_budget;
     let spent = match (&resume, &early) {
         (Some(checkpoint), _) => Some(SpentBudget {
-            model: checkpoint.files.model.display().to_string(),
+            model: Some(checkpoint.files.model.display().to_string()),
             agent_steps: checkpoint.sidecar.counters.agent_steps,
+            budget,
         }),
-        (None, Some((_, Some(record)))) => Some(SpentBudget {
-            model: "rank 0's model".into(),
-            agent_steps: record.counters.agent_steps,
-        }),
+        (None, Some((_, Some(record)))) => {
+            Some(SpentBudget { model: None, agent_steps: record.counters.agent_steps, budget })
+        }
         _ => None,
     }
-    .filter(|resumed| resumed.agent_steps >= config.run.step_budget);
+    .filter(|resumed| resumed.agent_steps >= budget);
+    // Alone, before the save folder is claimed; across machines, once every rank
+    // knows rank 0's counters and has agreed on --max-steps.
+    if let (Some(spent), None) = (&spent, &config.distributed) {
+        return spent.end(args);
+    }
     let chosen = trainer::chosen(&config);
     let resumed_from = resume.as_ref().map(|checkpoint| checkpoint.files.model.as_path());
     let _save_dir = config.claim_save_dir(chosen.memory_plan(&config), resumed_from)?;
@@ -124,7 +142,6 @@ pub fn run(args: &TrainArgs) -> Result<()> {
         }
         None => None,
     };
-    // Every rank knows rank 0's counters by now, so all of them end here together.
     if let Some(spent) = spent {
         return spent.end(args);
     }

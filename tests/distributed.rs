@@ -557,6 +557,62 @@ fn rates_count_from_where_each_rank_started() {
     }
 }
 
+/// A checkpoint rank 0 resumes that has already trained --max-steps ends every rank
+/// at once, with nothing written: under `--resume auto` as done (exit 0), under
+/// `--load` with rank 0's one line asking for a larger budget, rank 1 saying what
+/// rank 0's model holds either way.
+#[test]
+#[cfg_attr(not(a3g_c10d), ignore = "this build has no c10d (no gloo headers at set-up)")]
+fn a_spent_step_budget_ends_every_rank() {
+    let scratches = [Scratch::new("spent-ranks0"), Scratch::new("spent-ranks1")];
+    let first = scratches[0].a3g_owned(&small_cartpole(&["--max-steps", "300"]));
+    assert!(first.status.success(), "{}", first.stderr);
+    let sidecar = scratches[0].path("trained_models/CartPole-v1.json");
+    let saved = saved_agent_steps(&sidecar).to_string();
+    let before = std::fs::read(&sidecar).unwrap();
+    for rank_zero_flag in ["--resume auto", "--load"] {
+        let port = free_port();
+        let mut ranks: Vec<Child> = (0..2)
+            .map(|rank| {
+                let resume: Vec<&str> = match rank {
+                    0 => rank_zero_flag.split(' ').collect(),
+                    _ => Vec::new(),
+                };
+                let args = small_cartpole(
+                    &[&["--max-steps", &saved, "--sync-timeout", "20"], &resume[..]].concat(),
+                );
+                start_rank(&scratches[rank], rank, port, &args)
+            })
+            .collect();
+        let outputs: Vec<(Lines, Lines)> =
+            ranks.iter_mut().map(|child| (Lines::stdout(child), Lines::stderr(child))).collect();
+        let statuses: Vec<_> = ranks
+            .iter_mut()
+            .map(|child| wait_within(child, Duration::from_secs(60), "a rank"))
+            .collect();
+        let texts: Vec<(String, String)> =
+            outputs.into_iter().map(|(stdout, stderr)| (stdout.all(), stderr.all())).collect();
+        assert!(statuses[1].success(), "{rank_zero_flag}: {:?}", texts[1]);
+        assert!(
+            texts[1].0.contains("rank 0's model has trained"),
+            "{rank_zero_flag}: {:?}",
+            texts[1]
+        );
+        if rank_zero_flag == "--load" {
+            assert!(!statuses[0].success(), "{:?}", texts[0]);
+            assert!(texts[0].1.contains("pass a larger --max-steps"), "{:?}", texts[0]);
+        } else {
+            assert!(statuses[0].success(), "{:?}", texts[0]);
+            assert!(texts[0].0.contains("nothing is left to train"), "{:?}", texts[0]);
+        }
+        assert!(
+            std::fs::read(&sidecar).unwrap() == before,
+            "{rank_zero_flag}: the checkpoint changed"
+        );
+        assert!(!scratches[1].path("trained_models").exists());
+    }
+}
+
 /// A rank whose WORLD_SIZE differs from rank 0's is refused at once on one line
 /// naming both sizes, before Gloo's set-up could complete for some ranks and not
 /// others; rank 0, whose world never fills, ends within its timeout.

@@ -375,14 +375,21 @@ fn safetensors_problem(error: &safetensors::SafeTensorError) -> String {
 pub const MODEL_EXTENSIONS: [&str; 4] = ["safetensors", "dat", "pt", "pth"];
 
 /// The model file for `env` in `dir`: the first of `<env>.safetensors`, `.dat`,
-/// `.pt` and `.pth` that exists and is not a folder. What is not a file (a device)
-/// is found too, so that reading it says what it is rather than that there is none.
+/// `.pt` and `.pth` that is a file or a device: a device is found so that reading it
+/// says what it is rather than that there is no model (a named pipe, which may never
+/// be written, is passed over as a folder is).
 pub fn find_model(dir: &Path, env: &str) -> Result<PathBuf> {
+    use std::os::unix::fs::FileTypeExt;
     let stem = env.replace('/', "_");
     MODEL_EXTENSIONS
         .iter()
         .map(|extension| dir.join(format!("{stem}.{extension}")))
-        .find(|path| path.metadata().is_ok_and(|metadata| !metadata.is_dir()))
+        .find(|path| {
+            path.metadata().is_ok_and(|metadata| {
+                let kind = metadata.file_type();
+                kind.is_file() || kind.is_char_device() || kind.is_block_device()
+            })
+        })
         .ok_or_else(|| Error::NoCheckpoint {
             dir: dir.to_path_buf(),
             env: env.to_string(),

@@ -317,12 +317,29 @@ impl<'a> TrainPlan<'a> {
         if launched.is_none() && !sync_flags.is_empty() {
             return Err(Error::idle_flags(
                 &sync_flags,
-                "for training across machines, and no launcher started this run (RANK, WORLD_SIZE and \
-                 MASTER_ADDR, or Slurm's or Open MPI's variables, are unset)",
+                "for training across machines, and this run is no launcher's rank (RANK, WORLD_SIZE and \
+                 MASTER_ADDR, or Slurm's or Open MPI's pair and MASTER_ADDR, are not all set)",
                 Some("start it with one (docs/distributed.md)"),
             ));
         }
         let launch = launched.filter(|launch| launch.world_size > 1);
+        if let Some(launch) = &launch {
+            let interval =
+                SyncInterval::new(args.sync_interval, launch.world_size).shortest().as_secs_f64();
+            // A rank that stops enters the next sync up to an interval before the
+            // others, and must not give up on them meanwhile.
+            if interval * 2.0 > args.sync_timeout {
+                let whose = match args.sync_interval {
+                    Some(_) => String::new(),
+                    None => format!(" (the default at {} ranks)", launch.world_size),
+                };
+                return Err(Error::BadArguments(format!(
+                    "--sync-interval {interval}{whose} is more than half of --sync-timeout {}; a stopping rank \
+                     would give up on the others before they sync: lower the interval or raise the timeout",
+                    args.sync_timeout
+                )));
+            }
+        }
         if args.lr_anneal && args.max_steps.is_none() && args.max_time.is_none() {
             return Err(Error::BadArguments(
                 "--lr-anneal needs a budget to fall to 0 over; add --max-steps (agent steps) or --max-time".into(),
@@ -639,6 +656,8 @@ impl TrainConfig {
             json!(["--value-coef", self.loss.value_coef]),
             json!(["--reward-scale", self.rewards.scale]),
             json!(["--reward-clip", self.rewards.clip]),
+            // So that a resumed model's counters spend every rank's budget or none.
+            json!(["--max-steps", self.run.step_budget]),
             json!(["--max-episode-length", self.env.max_episode_length]),
             json!(["--skip-rate", self.env.options.skip_rate]),
             json!(["the crop rows (--env-config)", self.env.crop()]),

@@ -412,7 +412,8 @@ fn message(error: &[std::ffi::c_char]) -> String {
 }
 
 /// `text` without the `[path/to/file.cc:123] ` that Gloo and c10d put before their
-/// messages: where in their sources it was raised is no use to the user reading it.
+/// messages (and c10d's `[c10d] ` after it): where in their sources it was raised is
+/// no use to the user reading it.
 #[cfg(any(a3g_c10d, test))]
 fn without_source_location(text: &str) -> &str {
     let located =
@@ -421,7 +422,10 @@ fn without_source_location(text: &str) -> &str {
                 file.contains('.') && !line.is_empty() && line.bytes().all(|b| b.is_ascii_digit())
             })
         });
-    located.map_or(text, |(_, message)| message)
+    match located {
+        Some((_, message)) => message.strip_prefix("[c10d] ").unwrap_or(message),
+        None => text,
+    }
 }
 
 #[cfg(all(test, a3g_c10d))]
@@ -492,6 +496,10 @@ mod message_tests {
                 "[../third_party/gloo/gloo/transport/tcp/pair.cc:534] Connection closed by peer [127.0.0.1]:4040"
             ),
             "Connection closed by peer [127.0.0.1]:4040"
+        );
+        assert_eq!(
+            without_source_location("[socket.cpp:1019] [c10d] The client socket has timed out"),
+            "The client socket has timed out"
         );
         for whole in ["[rank 1] did not answer", "[a.cc:] x", "no bracket", "[x.cc:12]no space"] {
             assert_eq!(without_source_location(whole), whole);
