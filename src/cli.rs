@@ -35,7 +35,20 @@ impl Cli {
     /// flag print and exit), with the flags it gave recorded in `train`'s and `eval`'s
     /// arguments.
     pub fn from_command_line() -> Self {
-        Self::try_from_arguments(std::env::args_os()).unwrap_or_else(|err| err.exit())
+        Self::try_from_arguments(std::env::args_os()).unwrap_or_else(|err| {
+            // Help or usage text lost to a full disk is said, as a command's output is.
+            let printed = err.print().and_then(|()| std::io::Write::flush(&mut std::io::stdout()));
+            match printed {
+                Err(failure) if crate::console::is_disk_full(&failure) => {
+                    eprintln!(
+                        "error: cannot write a3g's output to stdout: {}; free some disk space and run again",
+                        crate::error::os_reason(&failure)
+                    );
+                    std::process::exit(1)
+                }
+                _ => std::process::exit(err.exit_code()),
+            }
+        })
     }
 
     /// `arguments` (the program's name first) parsed, with the flags they gave
@@ -381,7 +394,8 @@ pub struct TrainArgs {
     #[arg(long, allow_negative_numbers = true, help_heading = "Model")]
     pub min_std: Option<f64>,
 
-    /// Shared optimizer.
+    /// Shared optimizer (with --load, the checkpoint's where this and --amsgrad are
+    /// left out, so that its statistics go on).
     #[arg(long, value_enum, default_value_t = OptimizerName::Adam, help_heading = "Optimization")]
     pub optimizer: OptimizerName,
     /// Learning rate, in (0, 1].
@@ -392,7 +406,7 @@ pub struct TrainArgs {
     /// over this run's --max-time, whatever agent steps the host gives.
     #[arg(long, help_heading = "Optimization")]
     pub lr_anneal: bool,
-    /// Use AMSGrad's maximum of second moments with Adam.
+    /// Use AMSGrad's maximum of second moments with Adam (refused with RMSprop).
     #[arg(long, help_heading = "Optimization")]
     pub amsgrad: bool,
     /// Share the optimizer's statistics between workers; false gives each worker

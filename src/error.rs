@@ -76,7 +76,7 @@ pub enum Error {
         reason: String,
     },
     /// A checkpoint whose set lacks a file.
-    #[error("checkpoint {} is incomplete: {} is missing; restore it, or start afresh without --load (a3g eval can still play the model)", path.display(), missing.display())]
+    #[error("checkpoint {} is incomplete: {} is missing; restore it, or start afresh without --load or --resume auto (a3g eval can still play the model)", path.display(), missing.display())]
     IncompleteCheckpoint {
         /// The model file.
         path: PathBuf,

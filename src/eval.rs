@@ -56,7 +56,7 @@ pub fn run(args: &EvalArgs) -> Result<()> {
     let stem = env_id.replace('/', "_");
     let mut log = GameLog::append(&config.log_path, &config.arguments, game_log::EVAL_STARTED)?;
     if let Some(record_dir) = &config.record_dir {
-        fs::create_dir_all(record_dir).map_err(|source| Error::Io {
+        crate::files::create_dir_all(record_dir).map_err(|source| Error::Io {
             action: "create the recording folder",
             path: record_dir.clone(),
             cause: source,

@@ -1,6 +1,7 @@
 //! Reading the files a user names: never a device, so that a path to one (a symlink
 //! to /dev/zero, say) is refused at once instead of read without end. Pipes are read
-//! to their end as files are (`a3g plot <(ssh host cat log)`).
+//! to their end as files are (`a3g plot <(ssh host cat log)`). And making the folders
+//! a user names, saying what stands in the way when one cannot be made.
 
 use std::fs::File;
 use std::io::{self, Read};
@@ -19,6 +20,27 @@ pub fn read_to_string(path: &Path) -> io::Result<String> {
     let mut text = String::new();
     open_unless_device(path)?.read_to_string(&mut text)?;
     Ok(text)
+}
+
+/// `std::fs::create_dir_all`, naming what the path is when it is there but is not a
+/// folder, where the standard library says only "File exists" (a file, or a symbolic
+/// link that loops or leads nowhere).
+pub fn create_dir_all(path: &Path) -> io::Result<()> {
+    let Err(failure) = std::fs::create_dir_all(path) else { return Ok(()) };
+    if failure.kind() != io::ErrorKind::AlreadyExists {
+        return Err(failure);
+    }
+    match std::fs::metadata(path) {
+        Err(following) if path.is_symlink() => Err(io::Error::new(
+            following.kind(),
+            format!(
+                "it is a symbolic link that cannot be followed ({})",
+                crate::error::os_reason(&following)
+            ),
+        )),
+        Err(following) => Err(following),
+        Ok(_) => Err(io::Error::new(io::ErrorKind::NotADirectory, "it is a file, not a folder")),
+    }
 }
 
 /// Opens `path` and checks what was opened, so the path cannot change in between.
@@ -53,6 +75,22 @@ mod tests {
         assert_eq!(folder.kind(), io::ErrorKind::IsADirectory, "{folder}");
         let missing = read(&dir.join("missing")).unwrap_err();
         assert_eq!(missing.kind(), io::ErrorKind::NotFound);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// A folder that cannot be made because something is at its path says what: a
+    /// file, or a symbolic link that loops; a new nested folder is made.
+    #[test]
+    fn folders_in_the_way_are_named() {
+        let dir = std::env::temp_dir().join(format!("a3g-folders-{}", std::process::id()));
+        create_dir_all(&dir.join("new/nested")).unwrap();
+        assert!(dir.join("new/nested").is_dir());
+        std::fs::write(dir.join("file"), "").unwrap();
+        let file = create_dir_all(&dir.join("file")).unwrap_err();
+        assert!(file.to_string().contains("it is a file, not a folder"), "{file}");
+        std::os::unix::fs::symlink(dir.join("loop"), dir.join("loop")).unwrap();
+        let looped = create_dir_all(&dir.join("loop")).unwrap_err();
+        assert!(looped.to_string().contains("symbolic link that cannot be followed"), "{looped}");
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

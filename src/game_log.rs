@@ -29,7 +29,7 @@ impl GameLog {
     /// mark where this run begins.
     pub fn append(path: &Path, args: &impl Serialize, separator: &str) -> Result<Self> {
         if let Some(dir) = path.parent() {
-            fs::create_dir_all(dir).map_err(|source| Error::Io {
+            crate::files::create_dir_all(dir).map_err(|source| Error::Io {
                 action: "create the log folder for",
                 path: path.to_path_buf(),
                 cause: source,

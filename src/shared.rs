@@ -192,7 +192,8 @@ impl SharedModel {
                 self.optimizer.set_steps(loaded.sidecar.counters.updates);
             }
             Some(_) => console::warn(&format!(
-                "note: the checkpoint's optimizer statistics are {:?}'s, not --optimizer's; starting them afresh",
+                "note: the checkpoint's optimizer statistics are {}'s, and this run asks for {optimizer_kind}; \
+                 starting them afresh (leave out --optimizer and --amsgrad to keep them)",
                 loaded.sidecar.optimizer
             )),
             None => console::warn(&format!(

@@ -16,6 +16,17 @@ pub enum OptimizerKind {
     RmsProp,
 }
 
+/// As the flags name it: `Adam`, `Adam with --amsgrad`, `RMSprop`.
+impl std::fmt::Display for OptimizerKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            OptimizerKind::Adam { amsgrad: false } => write!(f, "Adam"),
+            OptimizerKind::Adam { amsgrad: true } => write!(f, "Adam with --amsgrad"),
+            OptimizerKind::RmsProp => write!(f, "RMSprop"),
+        }
+    }
+}
+
 impl OptimizerKind {
     const ADAM_BETAS: (f64, f64) = (0.9, 0.999);
     const ADAM_EPS: f64 = 1e-3;

@@ -54,7 +54,7 @@ impl Board {
     /// stops the board.
     pub fn create(dir: &Path, env: &str) -> Result<Self> {
         let dir = dir.join(format!("{}_training", env.replace('/', "_")));
-        fs::create_dir_all(&dir).map_err(|source| Error::Io {
+        crate::files::create_dir_all(&dir).map_err(|source| Error::Io {
             action: "create the TensorBoard folder",
             path: dir.clone(),
             cause: source,

@@ -77,6 +77,7 @@ pub fn run(args: &TrainArgs) -> Result<()> {
         None => None,
     };
     let mut plan = TrainPlan::new(args)?;
+    let held = plan.hold_resumed_folder()?;
     let model = plan.open_model(early.as_ref().and_then(|(_, record)| record.as_ref()))?;
     let (mut config, test_env) = plan.into_config(model)?;
     if config.measure_input_norm {
@@ -86,11 +87,6 @@ pub fn run(args: &TrainArgs) -> Result<()> {
             *input_norm = Some(InputNorm::measure(measured.as_mut(), MEASURE_STEPS)?);
         }
     }
-    console::note_when_stdout_closes(if config.leads() {
-        "training goes on, and its game log and checkpoints are still written"
-    } else {
-        "training goes on, and rank 0 writes the run's game log and checkpoints"
-    });
     let resume = config.resume.take();
     let budget = config.run.step_budget;
     let spent = match (&resume, &early) {
@@ -112,7 +108,7 @@ pub fn run(args: &TrainArgs) -> Result<()> {
     }
     let chosen = trainer::chosen(&config);
     let resumed_from = resume.as_ref().map(|checkpoint| checkpoint.files.model.as_path());
-    let _save_dir = config.claim_save_dir(chosen.memory_plan(&config), resumed_from)?;
+    let _save_dir = config.claim_save_dir(chosen.memory_plan(&config), resumed_from, held)?;
     for note in &config.notes {
         console::warn(note);
     }
@@ -145,6 +141,12 @@ pub fn run(args: &TrainArgs) -> Result<()> {
     if let Some(spent) = spent {
         return spent.end(args);
     }
+    // Only now does training go on whatever becomes of stdout.
+    console::note_when_stdout_closes(if config.leads() {
+        "training goes on, and its game log and checkpoints are still written"
+    } else {
+        "training goes on, and rank 0 writes the run's game log and checkpoints"
+    });
 
     tch::set_num_threads(1);
     tch::manual_seed(config.seed as i64);

@@ -125,8 +125,8 @@ fn out_of_range_hyperparameters_are_refused() {
     assert!(!scratch.path("trained_models").exists());
 }
 
-/// A second run on a folder in use is refused with the first run's PID, and the
-/// first run's checkpoint stays whole.
+/// A second run on a folder in use, fresh or resuming it, is refused with the first
+/// run's PID, and the first run's checkpoint stays whole.
 #[test]
 fn two_runs_never_share_a_folder() {
     let scratch = Scratch::new("two-runs");
@@ -135,16 +135,18 @@ fn two_runs_never_share_a_folder() {
     let first = spawn(&scratch, &small_cartpole(&["--max-time", "120s"]));
     wait_for(&scratch.path("trained_models/.a3g.lock"), Duration::from_secs(60));
     std::thread::sleep(Duration::from_millis(500));
-    let line = assert_one_line_error(&scratch.a3g_owned(&small_cartpole(&[
-        "--max-steps",
-        "10",
-        "--overwrite",
-    ])));
-    assert!(
-        line.contains("trained_models is in use by another a3g run")
-            && line.contains(&format!("PID {}", first.id())),
-        "{line}"
-    );
+    // A resume of the folder is refused before it reads a set the first run may be
+    // writing, even one that would find its budget spent and write nothing.
+    for second in [&["--overwrite"][..], &["--load"], &["--resume", "auto"]] {
+        let line = assert_one_line_error(
+            &scratch.a3g_owned(&small_cartpole(&[&["--max-steps", "1"], second].concat())),
+        );
+        assert!(
+            line.contains("trained_models is in use by another a3g run")
+                && line.contains(&format!("PID {}", first.id())),
+            "{second:?}: {line}"
+        );
+    }
     signal(&first, "INT");
     let output = first.wait_with_output().unwrap();
     assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));

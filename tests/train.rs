@@ -231,6 +231,37 @@ fn a_spent_step_budget_trains_nothing() {
     assert!(saved_agent_steps(&scratch.path("trained_models/CartPole-v1.json")) > saved);
 }
 
+/// A resumed model goes on with the optimizer it trained with when --optimizer and
+/// --amsgrad are left out, statistics and all (they were thrown away, with a note in
+/// Rust's debug text); asking for another one is told, in the flags' words, that its
+/// statistics start afresh.
+#[test]
+fn a_resumed_model_keeps_its_optimizer() {
+    let scratch = Scratch::new("resumed-optimizer");
+    let run = scratch.a3g_owned(&small_cartpole(&["--amsgrad", "--max-steps", "200"]));
+    assert!(run.status.success(), "{}", run.stderr);
+    let resumed = scratch.a3g_owned(&small_cartpole(&["--load", "--max-steps", "400"]));
+    assert!(resumed.status.success(), "{}", resumed.stderr);
+    assert!(!resumed.stderr.contains("afresh"), "{}", resumed.stderr);
+    let optimizer = sidecar_json(&scratch, "CartPole-v1")["optimizer"].clone();
+    assert_eq!(optimizer, serde_json::json!({"Adam": {"amsgrad": true}}));
+    let other = scratch.a3g_owned(&small_cartpole(&[
+        "--load",
+        "--max-steps",
+        "600",
+        "--optimizer",
+        "RMSprop",
+    ]));
+    assert!(other.status.success(), "{}", other.stderr);
+    assert!(
+        other.stderr.contains(
+            "are Adam with --amsgrad's, and this run asks for RMSprop; starting them afresh"
+        ),
+        "{}",
+        other.stderr
+    );
+}
+
 /// A flag that would do nothing in the run asked for (another trainer's, another kind
 /// of environment's, another setting's, or for ranks that no launcher started) is
 /// refused on one line naming it, when given; left at its default it is no one's
@@ -250,6 +281,10 @@ fn flags_that_would_do_nothing_are_refused() {
             "--autotune-window is how long --autotune measures each setting, and --autotune is off",
         ),
         (&["--sync-merge", "mean"][..], "--sync-merge is for training across machines"),
+        (
+            &["--optimizer", "RMSprop", "--amsgrad"][..],
+            "--amsgrad is Adam's, and this run's --optimizer is RMSprop: use --optimizer Adam",
+        ),
         (
             &["--python", "python3", "--env-timeout", "5"][..],
             "--python and --env-timeout are for environments from outside a3g (gym:<id>, \

@@ -41,7 +41,7 @@ pub const MAX_COUNTER: u64 = 1 << 53;
 /// What to do about a checkpoint set whose tensors are not the model its sidecar
 /// describes (`--load`): the set was damaged or made up.
 pub const SIDECAR_MISMATCH: &str =
-    "its sidecar does not describe its tensors; restore the set or start without --load";
+    "its sidecar does not describe its tensors; restore the set or start without --load or --resume auto";
 
 /// The largest counter `--load` resumes from, 2^50: a run of a million agent steps a
 /// second would need 35 years to reach it, and room is left below [`MAX_COUNTER`] for
@@ -135,7 +135,9 @@ impl Sidecar {
 
     /// Refuses to resume a checkpoint (at `path`) whose counters leave a run no room
     /// below [`MAX_COUNTER`]: checked at the first `--load`, rather than by the one
-    /// after a run has written counters beyond what can be read back.
+    /// after a run has written counters beyond what can be read back. The weights
+    /// beside such counters are whole, so the set is refused rather than passed over
+    /// for the previous one, which the run would then save over it.
     pub fn check_resumable(&self, path: &Path) -> Result<()> {
         match self.counters.first_above(RESUMABLE_COUNTER) {
             None => Ok(()),

@@ -25,6 +25,7 @@ use super::{
 use crate::env::{Env, Screen};
 use crate::error::{Error, Result};
 use crate::model::{parameter_shapes, Body, Head, ModelRequest, ModelSpec, MIN_STD_RANGE};
+use crate::shared_optim::OptimizerKind;
 
 /// The environments of the model being opened: as the flags describe them, until the
 /// model says it was trained on others.
@@ -82,6 +83,9 @@ pub struct OpenedModel {
     /// Whether the spec still lacks the input scaling `--normalize-obs` asks for: a
     /// fresh run measures it where it starts (20,000 steps of play).
     pub lacks_input_norm: bool,
+    /// The optimizer a resumed model trained with (rank 0's, on the other ranks),
+    /// which a run that leaves out --optimizer and --amsgrad goes on with.
+    pub trained_optimizer: Option<OptimizerKind>,
 }
 
 /// What to do about a played model whose tensors do not fit the environment.
@@ -104,7 +108,7 @@ pub fn open_model(
         request.check_fits(env.as_ref())?;
     }
     let env_id = envs.id().to_string();
-    let (mut resume, mut played) = (None, None);
+    let (mut resume, mut played, mut trained_optimizer) = (None, None, None);
     let spec = match source {
         ModelSource::Fresh => request.fresh_spec(made(&mut env, envs, false)?),
         ModelSource::Resume(dir) => {
@@ -116,10 +120,12 @@ pub fn open_model(
                 TensorsToCheck { path: &files.model, tensors: model, advice: SIDECAR_MISMATCH };
             let spec =
                 resumed_spec(request, envs, &mut env, sidecar, &files.sidecar, Some(tensors))?;
+            trained_optimizer = Some(checkpoint.sidecar.optimizer);
             resume = Some(checkpoint);
             spec
         }
         ModelSource::RankZero(record) => {
+            trained_optimizer = Some(record.optimizer);
             resumed_spec(request, envs, &mut env, record, Path::new("rank 0's checkpoint"), None)?
         }
         ModelSource::Play(dir) => {
@@ -151,7 +157,7 @@ pub fn open_model(
     let lacks_input_norm = request.normalize_obs
         && matches!(spec.body, Body::Mlp { input_norm: None, .. })
         && matches!(source, ModelSource::Fresh);
-    Ok(OpenedModel { spec, env, resume, played, lacks_input_norm })
+    Ok(OpenedModel { spec, env, resume, played, lacks_input_norm, trained_optimizer })
 }
 
 /// The environment, made now if it is not yet or if the model's record made it
@@ -384,8 +390,8 @@ fn resumed_dimensions(request: &ModelRequest, sidecar: &Sidecar) -> Result<(i64,
 
 fn contradiction(sidecar: &Sidecar, asked: String, trained: String, flag: &str) -> Error {
     Error::BadArguments(format!(
-        "{asked} contradicts the checkpoint --load resumes, which has {trained} (a3g {}); \
-         leave out {flag} to resume it, or start a new run without --load",
+        "{asked} contradicts the checkpoint this run resumes, which has {trained} (a3g {}); \
+         leave out {flag} to resume it, or start a new run without --load or --resume auto",
         sidecar.a3g_version
     ))
 }

@@ -87,7 +87,7 @@ pub struct FolderLock {
 
 /// Takes `dir` (creating it) for a run training `env`, or names the run holding it.
 pub fn lock_folder(dir: &Path, env: &str) -> Result<FolderLock> {
-    fs::create_dir_all(dir).map_err(|source| Error::Io {
+    crate::files::create_dir_all(dir).map_err(|source| Error::Io {
         action: "create the checkpoint folder",
         path: dir.to_path_buf(),
         cause: source,
@@ -133,7 +133,7 @@ pub struct CheckpointWriter {
 impl CheckpointWriter {
     /// Prepares to write `env`'s checkpoints into `dir`, creating it.
     pub fn new(dir: &Path, env: &str) -> Result<Self> {
-        fs::create_dir_all(dir).map_err(|source| Error::Io {
+        crate::files::create_dir_all(dir).map_err(|source| Error::Io {
             action: "create the checkpoint folder",
             path: dir.to_path_buf(),
             cause: source,

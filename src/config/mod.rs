@@ -308,7 +308,7 @@ impl<'a> TrainPlan<'a> {
             ));
         }
         let devices = device::select_list(&args.gpu_ids)?;
-        let launched = Launch::from_env(|name| std::env::var(name).ok())?;
+        let launched = Launch::from_env(crate::distributed::process_variable)?;
         let sync_flags: Vec<String> = ["sync_interval", "sync_merge", "sync_timeout"]
             .into_iter()
             .filter(|id| args.given.contains(id))
@@ -339,6 +339,13 @@ impl<'a> TrainPlan<'a> {
                     args.sync_timeout
                 )));
             }
+        }
+        if args.amsgrad && args.optimizer == OptimizerName::RmsProp {
+            return Err(Error::idle_flags(
+                &["--amsgrad".to_string()],
+                "Adam's, and this run's --optimizer is RMSprop",
+                Some("use --optimizer Adam"),
+            ));
         }
         if args.lr_anneal && args.max_steps.is_none() && args.max_time.is_none() {
             return Err(Error::BadArguments(
@@ -378,6 +385,20 @@ impl<'a> TrainPlan<'a> {
         self.args.workers.unwrap_or(self.cores)
     }
 
+    /// Holds the save folder before its checkpoint is read, where this run resumes
+    /// the one there (`--resume auto`, or `--load` from the same folder): a run saving
+    /// into it meanwhile could be read halfway through a set. `None` elsewhere, where
+    /// [`TrainConfig::claim_save_dir`] takes the folder once the run is known to start.
+    pub fn hold_resumed_folder(&self) -> Result<Option<FolderLock>> {
+        let (args, dir) = (self.args, &self.args.save_model_dir);
+        let resumes_there = args.resume == Some(ResumeMode::Auto)
+            || (args.load && same_folder(&args.load_model_dir, dir));
+        if !(self.leads() && resumes_there && dir.is_dir()) {
+            return Ok(None);
+        }
+        checkpoint::lock_folder(dir, &self.env.id).map(Some)
+    }
+
     /// Opens the model this run trains: a fresh one, the checkpoint `--load` resumes
     /// (rank 0 reads it and gives its weights to the other ranks, which may not see
     /// its disk), or, on a rank other than 0 of a resumed run, the one
@@ -406,7 +427,25 @@ impl<'a> TrainPlan<'a> {
     pub fn into_config(self, model: OpenedModel) -> Result<(TrainConfig, Box<dyn Env>)> {
         let (provisional_rank, leads) = (self.provisional_rank(), self.leads());
         let TrainPlan { args, mut env, devices, cores, launch, .. } = self;
-        let OpenedModel { spec, env: mut test_env, resume, lacks_input_norm, .. } = model;
+        let OpenedModel {
+            spec,
+            env: mut test_env,
+            resume,
+            lacks_input_norm,
+            trained_optimizer,
+            ..
+        } = model;
+        let asked_optimizer = match args.optimizer {
+            OptimizerName::Adam => OptimizerKind::Adam { amsgrad: args.amsgrad },
+            OptimizerName::RmsProp => OptimizerKind::RmsProp,
+        };
+        // A resumed model goes on with its optimizer, statistics and all, unless the
+        // flags ask for another, as with the network's sizes.
+        let optimizer_given = args.given.contains("optimizer") || args.given.contains("amsgrad");
+        let optimizer = match trained_optimizer {
+            Some(trained) if !optimizer_given => trained,
+            _ => asked_optimizer,
+        };
         // With --resume auto, rank 0 resumes when the save folder held a checkpoint.
         let resumed_own = args.resume.is_some() && resume.is_some();
         let workers = args.workers.unwrap_or_else(|| {
@@ -429,7 +468,7 @@ impl<'a> TrainPlan<'a> {
             Body::Mlp { .. } => 1.0,
         });
         let mut notes: Vec<String> =
-            Launch::ignored(|name| std::env::var(name).ok()).into_iter().collect();
+            Launch::ignored(crate::distributed::process_variable).into_iter().collect();
         if args.load && !leads {
             notes.push(
                 "note: rank 0 reads the checkpoint --load resumes and gives its weights to every rank; \
@@ -515,10 +554,7 @@ impl<'a> TrainPlan<'a> {
             seed: args.seed.wrapping_add(launch.as_ref().map_or(0, |launch| launch.rank as u64)),
             spec,
             observation_shape: test_env.observation_shape().to_vec(),
-            optimizer: match args.optimizer {
-                OptimizerName::Adam => OptimizerKind::Adam { amsgrad: args.amsgrad },
-                OptimizerName::RmsProp => OptimizerKind::RmsProp,
-            },
+            optimizer,
             lr,
             shared_optimizer: args.shared_optimizer,
             loss: LossConfig {
@@ -684,19 +720,24 @@ impl TrainConfig {
     /// out, locks the folder, refuses to replace a model the run did not start from,
     /// and removes what an interrupted run left. The lock is held as long as the
     /// returned value lives. A rank other than 0 writes nothing and claims nothing.
-    /// `resumed_from` is the model `--load` resumes, once taken from the config.
+    /// `resumed_from` is the model `--load` resumes, once taken from the config;
+    /// `held`, the folder's lock when [`TrainPlan::hold_resumed_folder`] took it.
     pub fn claim_save_dir(
         &self,
         plan: MemoryPlan,
         resumed_from: Option<&Path>,
+        held: Option<FolderLock>,
     ) -> Result<Option<FolderLock>> {
         check_memory(&self.spec, plan, self.workers)?;
         if !self.leads() {
             return Ok(None);
         }
         let dir = &self.run.save_model_dir;
-        // The folder is held before anything in it is read or written.
-        let lock = checkpoint::lock_folder(dir, &self.env.id)?;
+        // The folder is held before anything in it is written.
+        let lock = match held {
+            Some(lock) => lock,
+            None => checkpoint::lock_folder(dir, &self.env.id)?,
+        };
         if !self.may_replace {
             refuse_to_replace(dir, &self.env.id, resumed_from)?;
         }

@@ -117,6 +117,12 @@ pub struct Launch {
     pub local_rank: usize,
 }
 
+/// A launcher's variable as this process has it; one set to nothing counts as unset,
+/// as a shell's `RANK= a3g ...` means.
+pub fn process_variable(name: &str) -> Option<String> {
+    std::env::var(name).ok().filter(|value| !value.is_empty())
+}
+
 impl Launch {
     /// Rank `rank` of `world_size` on this machine, rank 0 serving the store on
     /// 127.0.0.1:`port`: the world that tests and benchmarks make in one process.
@@ -197,7 +203,7 @@ impl Launch {
     /// This process's place in a run across machines, from its environment: `None` for
     /// a run on one machine, a world of one rank included (it needs no engine).
     pub fn of_this_process() -> Result<Option<Self>> {
-        Ok(Self::from_env(|name| std::env::var(name).ok())?.filter(|launch| launch.world_size > 1))
+        Ok(Self::from_env(process_variable)?.filter(|launch| launch.world_size > 1))
     }
 
     /// What to tell a user whose environment names a rank but not all a launch needs
