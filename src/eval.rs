@@ -2,7 +2,6 @@
 //! safetensors or a PyTorch `torch.save` state dict), plays greedy games, logs each
 //! one, records some as GIFs if asked, and ends with a summary.
 
-use std::fs;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 

@@ -4,7 +4,7 @@
 //! status lines, the separators between runs) is written and read here only: the
 //! monitor and eval write them, `a3g plot` reads them.
 
-use std::fs::{self, File, OpenOptions};
+use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::Duration;

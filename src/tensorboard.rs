@@ -9,7 +9,7 @@
 //! failed write is reported once and turns the board off; training goes on.
 
 use std::env;
-use std::fs::{self, File};
+use std::fs::File;
 use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
