@@ -240,6 +240,8 @@ fn digits(text: &str) -> Option<u64> {
 
 #[cfg(test)]
 mod tests {
+    use std::fs;
+
     use super::*;
 
     /// Game lines must match the format whole: anything after the mean, a sign or a

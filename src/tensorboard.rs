@@ -273,6 +273,8 @@ impl Histogram {
 
 #[cfg(test)]
 mod tests {
+    use std::fs;
+
     use tensorboard_rs::masked_crc32c::masked_crc32c;
 
     use super::*;
