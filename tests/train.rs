@@ -282,6 +282,10 @@ fn flags_that_would_do_nothing_are_refused() {
         ),
         (&["--sync-merge", "mean"][..], "--sync-merge is for training across machines"),
         (
+            &["--confirm-games", "3"][..],
+            "--confirm-games is how many games confirm the weights --stop-at-mean saves",
+        ),
+        (
             &["--optimizer", "RMSprop", "--amsgrad"][..],
             "--amsgrad is Adam's, and this run's --optimizer is RMSprop: use --optimizer Adam",
         ),
@@ -297,6 +301,14 @@ fn flags_that_would_do_nothing_are_refused() {
     let eval = ["eval", "--env", "CartPole-v1", "--python", "python3"];
     let line = assert_one_line_error(&scratch.a3g(&eval));
     assert!(line.contains("--python is for environments from outside a3g"), "{line}");
+    let eval = ["eval", "--env", "CartPole-v1", "--render-freq", "2", "--record-dir", "games"];
+    let line = assert_one_line_error(&scratch.a3g(&eval));
+    assert!(
+        line.contains(
+            "--render-freq and --record-dir are for recording games, and --render is off"
+        ),
+        "{line}"
+    );
     assert!(!scratch.path("trained_models").exists());
     // The same settings at their defaults, not written out, train.
     let run = scratch.a3g_owned(&small_cartpole(&["--max-steps", "20"]));

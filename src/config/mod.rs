@@ -340,6 +340,13 @@ impl<'a> TrainPlan<'a> {
                 )));
             }
         }
+        if args.stop_at_mean.is_none() && args.given.contains("confirm_games") {
+            return Err(Error::idle_flags(
+                &["--confirm-games".to_string()],
+                "how many games confirm the weights --stop-at-mean saves, and this run has no --stop-at-mean",
+                Some("add --stop-at-mean"),
+            ));
+        }
         if args.amsgrad && args.optimizer == OptimizerName::RmsProp {
             return Err(Error::idle_flags(
                 &["--amsgrad".to_string()],
@@ -774,6 +781,19 @@ impl EvalConfig {
     /// Checks the flags; the environment is made, screen and all, once the checkpoint
     /// says which network it holds ([`EvalConfig::open_model`]).
     pub fn new(args: &EvalArgs) -> Result<Self> {
+        let recording_flags: Vec<String> =
+            [("render_freq", "--render-freq"), ("record_dir", "--record-dir")]
+                .into_iter()
+                .filter(|(id, _)| !args.render && args.given.contains(id))
+                .map(|(_, flag)| flag.to_string())
+                .collect();
+        if !recording_flags.is_empty() {
+            return Err(Error::idle_flags(
+                &recording_flags,
+                "for recording games, and --render is off",
+                Some("add --render"),
+            ));
+        }
         let device = device::select(args.gpu_id)?;
         let mut env = EnvConfig::new(&args.environment, &args.given, args.seed, Screen::Gray80)?;
         env.options.python.render = args.render;
