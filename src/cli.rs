@@ -1,7 +1,7 @@
 //! The command line: subcommands and their flags, which double as the documentation
 //! of every hyperparameter (`a3g <subcommand> --help`).
 
-use std::collections::BTreeSet;
+use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -39,11 +39,10 @@ impl Cli {
             // Help or usage text lost to a full disk is said, as a command's output is.
             let printed = err.print().and_then(|()| std::io::Write::flush(&mut std::io::stdout()));
             match printed {
-                Err(failure) if crate::console::is_disk_full(&failure) => {
-                    eprintln!(
-                        "error: cannot write a3g's output to stdout: {}; free some disk space and run again",
-                        crate::error::os_reason(&failure)
-                    );
+                Err(cause) if crate::error::is_disk_full(&cause) => {
+                    let lost =
+                        Error::Io { action: "write a3g's output to", path: "stdout".into(), cause };
+                    eprintln!("error: {}", lost.report());
                     std::process::exit(1)
                 }
                 _ => std::process::exit(err.exit_code()),
@@ -61,8 +60,10 @@ impl Cli {
         let matches = Self::command().try_get_matches_from(arguments)?;
         let mut cli =
             Self::from_arg_matches(&matches).map_err(|err| err.format(&mut Self::command()))?;
-        if let Some((_, subcommand)) = matches.subcommand() {
-            let given = GivenFlags::of(subcommand);
+        if let Some((name, subcommand)) = matches.subcommand() {
+            let command = Self::command();
+            let flags = command.find_subcommand(name).expect("clap matched this subcommand");
+            let given = GivenFlags::of(subcommand, flags);
             match &mut cli.command {
                 Command::Train(args) => args.given = given,
                 Command::Eval(args) => args.given = given,
@@ -73,33 +74,39 @@ impl Cli {
     }
 }
 
-/// The flags a command line wrote out, by their ids (the field names), as opposed to
-/// those left at their defaults: a flag that does nothing in the run asked for is
-/// refused only when given.
+/// The flags a command line wrote out, by their ids (the field names) with their long
+/// names, as opposed to those left at their defaults: a flag that does nothing in the
+/// run asked for is refused only when given.
 #[derive(Clone, Debug, Default)]
-pub struct GivenFlags(BTreeSet<String>);
+pub struct GivenFlags(BTreeMap<String, String>);
 
 impl GivenFlags {
-    fn of(matches: &ArgMatches) -> Self {
-        let given = matches
-            .ids()
-            .filter(|id| matches.value_source(id.as_str()) == Some(ValueSource::CommandLine));
-        GivenFlags(given.map(|id| id.as_str().to_owned()).collect())
+    /// The flags of `command` whose values `matches` took from the command line.
+    fn of(matches: &ArgMatches, command: &clap::Command) -> Self {
+        let given = command.get_arguments().filter_map(|arg| {
+            let id = arg.get_id().as_str();
+            let written = matches.value_source(id) == Some(ValueSource::CommandLine);
+            written.then(|| Some((id.to_owned(), format!("--{}", arg.get_long()?))))?
+        });
+        GivenFlags(given.collect())
     }
 
     /// Whether the flag with this id was given.
     pub fn contains(&self, id: &str) -> bool {
-        self.0.contains(id)
+        self.0.contains_key(id)
     }
 
-    /// The long names (`--predictors`) of the given flags among `args`'s, in their
-    /// order there.
+    /// The long names (`--sync-merge`) of the given flags among those with `ids`, in
+    /// that order.
+    pub fn flags(&self, ids: &[&str]) -> Vec<String> {
+        ids.iter().filter_map(|id| self.0.get(*id).cloned()).collect()
+    }
+
+    /// The long names of the given flags among `args`'s, in their order there.
     pub fn among<A: Args>(&self) -> Vec<String> {
-        A::augment_args(clap::Command::new("flags"))
-            .get_arguments()
-            .filter(|arg| self.contains(arg.get_id().as_str()))
-            .filter_map(|arg| arg.get_long().map(|long| format!("--{long}")))
-            .collect()
+        let group = A::augment_args(clap::Command::new("flags"));
+        let ids: Vec<&str> = group.get_arguments().map(|arg| arg.get_id().as_str()).collect();
+        self.flags(&ids)
     }
 }
 

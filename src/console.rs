@@ -39,23 +39,14 @@ pub fn say(line: &str) {
             ErrorKind::BrokenPipe => "stdout was closed".to_string(),
             _ => format!("cannot write stdout ({})", error::os_reason(&failure)),
         };
-        if is_disk_full(&failure) {
+        // Output kept in a file the disk could not take is lost: an error.
+        if error::is_disk_full(&failure) {
             *STDOUT_FAILURE.lock().unwrap_or_else(|poisoned| poisoned.into_inner()) = Some(failure);
         }
         if let Some(note) = CLOSED_STDOUT_NOTE.get() {
             warn(&format!("note: {what}; {note}"));
         }
     }
-}
-
-/// Whether a write failed for want of disk space: output kept in a file the disk
-/// could not take is lost, which makes the command's end an error.
-pub fn is_disk_full(failure: &std::io::Error) -> bool {
-    use std::io::ErrorKind;
-    matches!(
-        failure.kind(),
-        ErrorKind::StorageFull | ErrorKind::QuotaExceeded | ErrorKind::FileTooLarge
-    )
 }
 
 /// What stopped stdout, if a full disk did: the command's output was lost, which

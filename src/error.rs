@@ -187,13 +187,22 @@ pub(crate) fn os_reason(error: &std::io::Error) -> String {
     }
 }
 
+/// Whether a write failed for want of disk space.
+pub fn is_disk_full(error: &std::io::Error) -> bool {
+    use std::io::ErrorKind;
+    matches!(
+        error.kind(),
+        ErrorKind::StorageFull | ErrorKind::QuotaExceeded | ErrorKind::FileTooLarge
+    )
+}
+
 /// What to do about an I/O error, by its kind.
 fn io_remedy(error: &std::io::Error) -> &'static str {
     use std::io::ErrorKind;
+    if is_disk_full(error) {
+        return "free some disk space (or pass a folder on another disk) and run again";
+    }
     match error.kind() {
-        ErrorKind::StorageFull | ErrorKind::QuotaExceeded | ErrorKind::FileTooLarge => {
-            "free some disk space (or pass a folder on another disk) and run again"
-        }
         ErrorKind::PermissionDenied | ErrorKind::ReadOnlyFilesystem => {
             "check the permissions, or pass a folder you can write to"
         }

@@ -3,7 +3,7 @@
 //! to their end as files are (`a3g plot <(ssh host cat log)`). And making the folders
 //! a user names, saying what stands in the way when one cannot be made.
 
-use std::fs::File;
+use std::fs::{File, FileType};
 use std::io::{self, Read};
 use std::os::unix::fs::FileTypeExt;
 use std::path::Path;
@@ -43,11 +43,15 @@ pub fn create_dir_all(path: &Path) -> io::Result<()> {
     }
 }
 
+/// Whether `kind` is a character or block device, which never ends when read.
+pub fn is_device(kind: FileType) -> bool {
+    kind.is_char_device() || kind.is_block_device()
+}
+
 /// Opens `path` and checks what was opened, so the path cannot change in between.
 fn open_unless_device(path: &Path) -> io::Result<File> {
     let file = File::open(path)?;
-    let kind = file.metadata()?.file_type();
-    if kind.is_char_device() || kind.is_block_device() {
+    if is_device(file.metadata()?.file_type()) {
         return Err(io::Error::new(io::ErrorKind::InvalidInput, "it is a device, not a file"));
     }
     Ok(file)

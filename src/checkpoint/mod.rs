@@ -381,15 +381,13 @@ pub const MODEL_EXTENSIONS: [&str; 4] = ["safetensors", "dat", "pt", "pth"];
 /// says what it is rather than that there is no model (a named pipe, which may never
 /// be written, is passed over as a folder is).
 pub fn find_model(dir: &Path, env: &str) -> Result<PathBuf> {
-    use std::os::unix::fs::FileTypeExt;
     let stem = env.replace('/', "_");
     MODEL_EXTENSIONS
         .iter()
         .map(|extension| dir.join(format!("{stem}.{extension}")))
         .find(|path| {
             path.metadata().is_ok_and(|metadata| {
-                let kind = metadata.file_type();
-                kind.is_file() || kind.is_char_device() || kind.is_block_device()
+                metadata.is_file() || crate::files::is_device(metadata.file_type())
             })
         })
         .ok_or_else(|| Error::NoCheckpoint {

@@ -309,11 +309,7 @@ impl<'a> TrainPlan<'a> {
         }
         let devices = device::select_list(&args.gpu_ids)?;
         let launched = Launch::from_env(crate::distributed::process_variable)?;
-        let sync_flags: Vec<String> = ["sync_interval", "sync_merge", "sync_timeout"]
-            .into_iter()
-            .filter(|id| args.given.contains(id))
-            .map(|id| format!("--{}", id.replace('_', "-")))
-            .collect();
+        let sync_flags = args.given.flags(&["sync_interval", "sync_merge", "sync_timeout"]);
         if launched.is_none() && !sync_flags.is_empty() {
             return Err(Error::idle_flags(
                 &sync_flags,
@@ -340,9 +336,10 @@ impl<'a> TrainPlan<'a> {
                 )));
             }
         }
-        if args.stop_at_mean.is_none() && args.given.contains("confirm_games") {
+        let confirm_flag = args.given.flags(&["confirm_games"]);
+        if args.stop_at_mean.is_none() && !confirm_flag.is_empty() {
             return Err(Error::idle_flags(
-                &["--confirm-games".to_string()],
+                &confirm_flag,
                 "how many games confirm the weights --stop-at-mean saves, and this run has no --stop-at-mean",
                 Some("add --stop-at-mean"),
             ));
@@ -781,13 +778,8 @@ impl EvalConfig {
     /// Checks the flags; the environment is made, screen and all, once the checkpoint
     /// says which network it holds ([`EvalConfig::open_model`]).
     pub fn new(args: &EvalArgs) -> Result<Self> {
-        let recording_flags: Vec<String> =
-            [("render_freq", "--render-freq"), ("record_dir", "--record-dir")]
-                .into_iter()
-                .filter(|(id, _)| !args.render && args.given.contains(id))
-                .map(|(_, flag)| flag.to_string())
-                .collect();
-        if !recording_flags.is_empty() {
+        let recording_flags = args.given.flags(&["render_freq", "record_dir"]);
+        if !args.render && !recording_flags.is_empty() {
             return Err(Error::idle_flags(
                 &recording_flags,
                 "for recording games, and --render is off",

@@ -168,9 +168,10 @@ impl Ga3cConfig {
             autotune_window,
             precision,
         } = args.ga3c;
-        if !autotune && args.given.contains("autotune_window") {
+        let window_flag = args.given.flags(&["autotune_window"]);
+        if !autotune && !window_flag.is_empty() {
             return Err(Error::idle_flags(
-                &["--autotune-window".to_string()],
+                &window_flag,
                 "how long --autotune measures each setting, and --autotune is off",
                 Some("add --autotune"),
             ));
