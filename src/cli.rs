@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::distributed::SyncMerge;
 use crate::env::gym::PythonOptions;
-use crate::env::{CropTable, EnvOptions, Screen};
+use crate::env::{atari::AtariId, CropTable, EnvOptions, Screen};
 use crate::error::Error;
 pub use crate::ga3c::settings::{Ga3cArgs, PrecisionName};
 use crate::model::Body;
@@ -284,6 +284,26 @@ impl EnvArgs {
                 None,
             ));
         }
+        let atari_flags = given.flags(&["skip_rate", "env_config"]);
+        if crate::env::is_known_non_atari(&self.env) && !atari_flags.is_empty() {
+            return Err(Error::idle_flags(
+                &atari_flags,
+                &format!("for a3g's own Atari games, and {} is not one", self.env),
+                None,
+            ));
+        }
+        if let Some(atari) = AtariId::parse(&self.env) {
+            if !atari.family.is_no_frameskip() && given.contains("skip_rate") {
+                return Err(Error::idle_flags(
+                    &given.flags(&["skip_rate"]),
+                    &format!(
+                        "the emulator frames per agent step of NoFrameskip ids, and {} skips frames its own way",
+                        self.env
+                    ),
+                    Some(&format!("play {}NoFrameskip-v4 with it", atari.game)),
+                ));
+            }
+        }
         if let Some(wrapper) = self.env_wrappers.iter().find(|wrapper| {
             !matches!(wrapper.rsplit_once(':'), Some((place, class)) if !place.is_empty() && !class.is_empty())
         }) {
@@ -487,9 +507,10 @@ pub struct TrainArgs {
     #[arg(long, default_value = "trained_models", help_heading = "Checkpoints")]
     #[serde(serialize_with = "lossy_path")]
     pub save_model_dir: PathBuf,
-    /// Let a fresh run (without --load) replace a model of the same env already in
-    /// --save-model-dir; without it the run is refused, so no trained model is lost by
-    /// accident.
+    /// Let a run replace a model of the same env already in --save-model-dir when it
+    /// starts afresh or from --load of another folder; without it the run is refused,
+    /// so no trained model is lost by accident (resuming the folder's own model needs
+    /// no leave).
     #[arg(long, help_heading = "Checkpoints")]
     #[serde(default)]
     pub overwrite: bool,

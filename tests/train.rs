@@ -294,8 +294,40 @@ fn flags_that_would_do_nothing_are_refused() {
             "--python and --env-timeout are for environments from outside a3g (gym:<id>, \
              <file.py>:<Class>), and CartPole-v1 is built in: leave them out",
         ),
+        (
+            &["--skip-rate", "2", "--env-config", "crops.json"][..],
+            "--skip-rate and --env-config are for a3g's own Atari games, and CartPole-v1 is not one",
+        ),
+        (&["--profile-phases"][..], "--profile-phases is for a GPU"),
+        (
+            &["--num-steps", "5", "--distributed-step-size", "5", "10"][..],
+            "--num-steps is every worker's rollout length, and --distributed-step-size gives each \
+             worker its own",
+        ),
+        (
+            &["--trainer", "ga3c", "--predict-timeout-us", "100"][..],
+            "--predict-timeout-us is how long a predictor waits to fill --predict-min-batch, and \
+             that is 1 (this network's default)",
+        ),
     ] {
         let line = assert_one_line_error(&scratch.a3g_owned(&small_cartpole(flags)));
+        assert!(line.contains(expected), "{flags:?}: {line}");
+    }
+    // Atari's own: frames per step an id fixes, a crop the universe screens ignore, an
+    // LSTM the screen networks have.
+    for (flags, expected) in [
+        (
+            &["--env", "BreakoutDeterministic-v4", "--skip-rate", "2"][..],
+            "and BreakoutDeterministic-v4 skips frames its own way: play BreakoutNoFrameskip-v4 \
+             with it, or leave it out",
+        ),
+        (
+            &["--env", "PongDeterministic-v4", "--model", "universe", "--env-config", "crops.json"],
+            "--env-config is the crop rows of the a3clstm network's screens",
+        ),
+        (&["--env", "PongDeterministic-v4", "--lstm"], "--lstm gives the MLP"),
+    ] {
+        let line = assert_one_line_error(&scratch.a3g(&[&["train"][..], flags].concat()));
         assert!(line.contains(expected), "{flags:?}: {line}");
     }
     let eval = ["eval", "--env", "CartPole-v1", "--python", "python3"];

@@ -61,13 +61,32 @@ impl EnvConfig {
     /// The environments the flags describe, with the built-in crop rows until
     /// [`EnvConfig::read_crop_file`] reads `--env-config`'s.
     fn new(args: &EnvArgs, given: &GivenFlags, base_seed: u64, screen: Screen) -> Result<Self> {
-        Ok(EnvConfig {
+        let env = EnvConfig {
             id: args.env.clone(),
             options: args.options(given, &CropTable::built_in(), base_seed, screen)?,
             base_seed,
             max_episode_length: args.max_episode_length,
             crop_file: args.env_config.clone(),
-        })
+        };
+        env.check_crop_file_is_read(screen)?;
+        Ok(env)
+    }
+
+    /// Refuses `--env-config` where the game is played on `screen` of the universe
+    /// networks, whose crop is the same for every game, so the file would do nothing.
+    fn check_crop_file_is_read(&self, screen: Screen) -> Result<()> {
+        if self.crop_file.is_some()
+            && screen != Screen::Gray80
+            && AtariId::parse(&self.id).is_some()
+        {
+            return Err(Error::idle_flags(
+                &["--env-config".to_string()],
+                "the crop rows of the a3clstm network's screens, and this model's network (universe, \
+                 universe84 or universe-max) keeps rows 34..194 of every game",
+                None,
+            ));
+        }
+        Ok(())
     }
 
     /// Reads the crop file `--env-config` names, if any.
@@ -109,6 +128,7 @@ impl EnvConfig {
     fn as_trained(&self, screen: Screen, trained: Option<&TrainedWith>) -> Result<Self> {
         let mut env =
             EnvConfig { options: EnvOptions { screen, ..self.options.clone() }, ..self.clone() };
+        self.check_crop_file_is_read(screen)?;
         if let Some(recorded) = trained.and_then(|trained| trained.outside_env.as_ref()) {
             let python = &mut env.options.python;
             let asked = OutsideEnv {
@@ -335,6 +355,15 @@ impl<'a> TrainPlan<'a> {
                     args.sync_timeout
                 )));
             }
+        }
+        let profile_flag = args.given.flags(&["profile_phases"]);
+        if devices.iter().all(|device| *device == Device::Cpu) && !profile_flag.is_empty() {
+            return Err(Error::idle_flags(
+                &profile_flag,
+                "for a GPU, whose kernels run ahead of the phase they were queued in, and this run has none \
+                 (--gpu-ids -1)",
+                Some("add --gpu-ids"),
+            ));
         }
         let confirm_flag = args.given.flags(&["confirm_games"]);
         if args.stop_at_mean.is_none() && !confirm_flag.is_empty() {

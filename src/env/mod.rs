@@ -271,6 +271,16 @@ pub fn make(id: &str, options: &EnvOptions) -> Result<Box<dyn Env>> {
     }
 }
 
+/// Whether `id` is one of a3g's own environments or one from outside (through the
+/// bridge) that is no Atari game, so that it reads none of the Atari options
+/// (`skip_rate`, `crops`). Ids the program a3g runs in registered, and ids no one
+/// knows, are neither.
+pub fn is_known_non_atari(id: &str) -> bool {
+    registered(id).is_none()
+        && (gym::Target::parse(id).is_some()
+            || classic::IDS.iter().chain(&box2d::IDS).any(|(known, _)| *known == id))
+}
+
 /// Every id `make` accepts: classic control first, Box2D, each game in every id family,
 /// then the environments registered by the program a3g runs in.
 pub fn all_ids() -> Vec<String> {

@@ -200,6 +200,21 @@ impl Ga3cConfig {
             (None, Body::Mlp { .. }) => classic_train_batch,
             (None, _) => defaults.batch,
         };
+        let timeout_flag = args.given.flags(&["predict_timeout_us"]);
+        if predict_min_batch == 1 && !timeout_flag.is_empty() {
+            let whose = if args.given.contains("predict_min_batch") {
+                ""
+            } else {
+                " (this network's default)"
+            };
+            return Err(Error::idle_flags(
+                &timeout_flag,
+                &format!(
+                    "how long a predictor waits to fill --predict-min-batch, and that is 1{whose}, so it never waits"
+                ),
+                Some("raise --predict-min-batch"),
+            ));
+        }
         let predict_timeout_us =
             predict_timeout_us.unwrap_or(if predict_min_batch > 1 { 2000 } else { 0 });
         Ok(Ga3cConfig {

@@ -134,6 +134,13 @@ impl ModelRequest {
                 env.id()
             )));
         }
+        if self.lstm && !matches!(Body::for_env(env, true), Body::Mlp { .. }) {
+            return Err(Error::BadArguments(format!(
+                "--lstm gives the MLP of classic-control and Box2D tasks an LSTM cell, and {}'s screen \
+                 networks have one already: leave it out",
+                env.id()
+            )));
+        }
         if let Some(asked) = &self.network {
             let picked = Body::for_env(env, self.lstm);
             if let Body::Mlp { inputs, .. } = picked {
