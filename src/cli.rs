@@ -462,7 +462,8 @@ pub struct TrainArgs {
 
     /// Stop after this many agent steps, summed over workers and counted over resumes:
     /// a checkpoint that already holds them is not trained further (--load is refused,
-    /// --resume auto ends as done).
+    /// --resume auto ends as done). Workers (agents) in the middle of a step when the
+    /// last one is counted finish it, so a run saves up to one step each past it.
     #[arg(long, allow_negative_numbers = true, value_parser = clap::value_parser!(u64).range(1..), help_heading = "Run")]
     pub max_steps: Option<u64>,
     /// Stop after this long: 90s, 10m, 2h, or plain seconds.
