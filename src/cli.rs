@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::distributed::SyncMerge;
 use crate::env::gym::PythonOptions;
-use crate::env::{atari::AtariId, CropTable, EnvOptions, Screen};
+use crate::env::{CropTable, EnvOptions, Screen};
 use crate::error::Error;
 pub use crate::ga3c::settings::{Ga3cArgs, PrecisionName};
 use crate::model::Body;
@@ -289,10 +289,10 @@ impl EnvArgs {
             return Err(Error::idle_flags(
                 &atari_flags,
                 &format!("for a3g's own Atari games, and {} is not one", self.env),
-                None,
+                outside.then_some("give the environment's own settings through --env-kwargs"),
             ));
         }
-        if let Some(atari) = AtariId::parse(&self.env) {
+        if let Some(atari) = crate::env::built_in_atari(&self.env) {
             if !atari.family.is_no_frameskip() && given.contains("skip_rate") {
                 return Err(Error::idle_flags(
                     &given.flags(&["skip_rate"]),

@@ -5,8 +5,8 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::util::{
-    assert_one_line_error, cartpole, edit_sidecar, one_rollout_past_saved, saved_agent_steps,
-    sidecar_json, signal, small_cartpole, Lines, Run, Scratch,
+    assert_one_line_error, cartpole, copy_shipped, edit_sidecar, one_rollout_past_saved,
+    saved_agent_steps, sidecar_json, signal, small_cartpole, Lines, Run, Scratch,
 };
 
 /// A few hundred Atari steps with two workers write the log (starting with the
@@ -307,7 +307,8 @@ fn flags_that_would_do_nothing_are_refused() {
         (
             &["--trainer", "ga3c", "--predict-timeout-us", "100"][..],
             "--predict-timeout-us is how long a predictor waits to fill --predict-min-batch, and \
-             that is 1 (this network's default)",
+             that is 1 (the default for a network of a few inputs), so it never waits: raise \
+             --predict-min-batch",
         ),
     ] {
         let line = assert_one_line_error(&scratch.a3g_owned(&small_cartpole(flags)));
@@ -323,13 +324,27 @@ fn flags_that_would_do_nothing_are_refused() {
         ),
         (
             &["--env", "PongDeterministic-v4", "--model", "universe", "--env-config", "crops.json"],
-            "--env-config is the crop rows of the a3clstm network's screens",
+            "--env-config is for the crop rows of the a3clstm network's screens, and this model's \
+             network, universe, keeps rows 34..194 of every game",
         ),
         (&["--env", "PongDeterministic-v4", "--lstm"], "--lstm gives the MLP"),
+        (
+            &["--env", "gym:CartPole-v1", "--skip-rate", "2"],
+            "--skip-rate is for a3g's own Atari games, and gym:CartPole-v1 is not one: give the \
+             environment's own settings through --env-kwargs",
+        ),
     ] {
         let line = assert_one_line_error(&scratch.a3g(&[&["train"][..], flags].concat()));
         assert!(line.contains(expected), "{flags:?}: {line}");
     }
+    // A checkpoint's network decides too: the shipped Breakout model reads block-maximum
+    // screens.
+    copy_shipped(&scratch, "BreakoutDeterministic-v4");
+    scratch.write("crops.json", r#"{"Default": {"crop1": 34, "crop2": 34}}"#);
+    let eval = ["eval", "--env", "BreakoutDeterministic-v4", "--env-config", "crops.json"];
+    let line = assert_one_line_error(&scratch.a3g(&eval));
+    assert!(line.contains("this model's network, universe-max, keeps rows 34..194"), "{line}");
+    std::fs::remove_dir_all(scratch.path("trained_models")).unwrap();
     let eval = ["eval", "--env", "CartPole-v1", "--python", "python3"];
     let line = assert_one_line_error(&scratch.a3g(&eval));
     assert!(line.contains("--python is for environments from outside a3g"), "{line}");
@@ -342,8 +357,13 @@ fn flags_that_would_do_nothing_are_refused() {
         "{line}"
     );
     assert!(!scratch.path("trained_models").exists());
-    // The same settings at their defaults, not written out, train.
+    // The same settings at their defaults, not written out, train, and so does
+    // --skip-rate where the id leaves the frames per step to it.
     let run = scratch.a3g_owned(&small_cartpole(&["--max-steps", "20"]));
+    assert!(run.status.success(), "{}", run.stderr);
+    let breakout = ["--env", "BreakoutNoFrameskip-v4", "--model", "universe", "--skip-rate", "3"];
+    let run =
+        scratch.a3g(&[&["train", "--workers", "1", "--max-steps", "20"][..], &breakout].concat());
     assert!(run.status.success(), "{}", run.stderr);
 }
 

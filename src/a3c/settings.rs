@@ -37,14 +37,6 @@ impl A3cConfig {
                 Some("add --trainer ga3c"),
             ));
         }
-        let rollout_flag = args.given.flags(&["num_steps"]);
-        if !args.distributed_step_size.is_empty() && !rollout_flag.is_empty() {
-            return Err(Error::idle_flags(
-                &rollout_flag,
-                "every worker's rollout length, and --distributed-step-size gives each worker its own",
-                None,
-            ));
-        }
         let rollout_lengths = if args.distributed_step_size.is_empty() {
             vec![args.num_steps]
         } else {

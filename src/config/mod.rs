@@ -77,12 +77,15 @@ impl EnvConfig {
     fn check_crop_file_is_read(&self, screen: Screen) -> Result<()> {
         if self.crop_file.is_some()
             && screen != Screen::Gray80
-            && AtariId::parse(&self.id).is_some()
+            && env::built_in_atari(&self.id).is_some()
         {
             return Err(Error::idle_flags(
                 &["--env-config".to_string()],
-                "the crop rows of the a3clstm network's screens, and this model's network (universe, \
-                 universe84 or universe-max) keeps rows 34..194 of every game",
+                &format!(
+                    "for the crop rows of the a3clstm network's screens, and this model's network, {}, \
+                     keeps rows 34..194 of every game",
+                    Body::reading(screen).network_name()
+                ),
                 None,
             ));
         }
@@ -355,6 +358,16 @@ impl<'a> TrainPlan<'a> {
                     args.sync_timeout
                 )));
             }
+        }
+        let rollout_flag = args.given.flags(&["num_steps"]);
+        let rollouts_per_worker =
+            args.trainer == TrainerName::A3c && !args.distributed_step_size.is_empty();
+        if rollouts_per_worker && !rollout_flag.is_empty() {
+            return Err(Error::idle_flags(
+                &rollout_flag,
+                "every worker's rollout length, and --distributed-step-size gives each worker its own",
+                None,
+            ));
         }
         let profile_flag = args.given.flags(&["profile_phases"]);
         if devices.iter().all(|device| *device == Device::Cpu) && !profile_flag.is_empty() {

@@ -281,6 +281,15 @@ pub fn is_known_non_atari(id: &str) -> bool {
             || classic::IDS.iter().chain(&box2d::IDS).any(|(known, _)| *known == id))
 }
 
+/// The Atari game a3g's emulator plays for `id`, where it can run it and the program
+/// a3g runs in registered no environment of that id.
+pub fn built_in_atari(id: &str) -> Option<atari::AtariId> {
+    if registered(id).is_some() {
+        return None;
+    }
+    atari::AtariId::parse(id).filter(atari::AtariId::runs)
+}
+
 /// Every id `make` accepts: classic control first, Box2D, each game in every id family,
 /// then the environments registered by the program a3g runs in.
 pub fn all_ids() -> Vec<String> {

@@ -202,17 +202,21 @@ impl Ga3cConfig {
         };
         let timeout_flag = args.given.flags(&["predict_timeout_us"]);
         if predict_min_batch == 1 && !timeout_flag.is_empty() {
-            let whose = if args.given.contains("predict_min_batch") {
-                ""
+            let (whose, remedy) = if predict_batch == 1 {
+                (" (--predict-batch is 1)", "raise --predict-batch and --predict-min-batch")
+            } else if args.given.contains("predict_min_batch") {
+                ("", "raise --predict-min-batch")
+            } else if let Body::Mlp { .. } = body {
+                (" (the default for a network of a few inputs)", "raise --predict-min-batch")
             } else {
-                " (this network's default)"
+                (" (the default for this network and --workers)", "raise --predict-min-batch")
             };
             return Err(Error::idle_flags(
                 &timeout_flag,
                 &format!(
                     "how long a predictor waits to fill --predict-min-batch, and that is 1{whose}, so it never waits"
                 ),
-                Some("raise --predict-min-batch"),
+                Some(remedy),
             ));
         }
         let predict_timeout_us =

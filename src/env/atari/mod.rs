@@ -343,6 +343,11 @@ pub struct AtariId {
 }
 
 impl AtariId {
+    /// Whether the emulator can run the game (`a3g envs` lists it).
+    pub fn runs(&self) -> bool {
+        unrunnable_reason(self.rom_name).is_none()
+    }
+
     /// Parses `Game-v0`, `GameDeterministic-v4`, `GameNoFrameskip-v4`, `ALE/Game-v5`...;
     /// `None` if the id names no bundled game or no known family.
     pub fn parse(id: &str) -> Option<Self> {
