@@ -208,6 +208,8 @@ fn io_remedy(error: &std::io::Error) -> &'static str {
         }
         ErrorKind::NotFound => "check that the path exists",
         ErrorKind::NotADirectory => "a part of the path is a file, not a folder; pass another path",
+        // files::create_dir_all has already said what is in the way.
+        ErrorKind::AlreadyExists => "pass another path",
         ErrorKind::IsADirectory => "it is a folder; pass a file path",
         _ => "check the path and the disk, then run again",
     }

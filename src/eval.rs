@@ -100,6 +100,18 @@ pub fn run(args: &EvalArgs) -> Result<()> {
                 let Some(file) = &recording else { return Ok(()) };
                 let frame = env.render()?;
                 let recorder = match &mut recorder {
+                    Some(recorder) if recorder.size() != (frame.width, frame.height) => {
+                        let (width, height) = recorder.size();
+                        return Err(Error::EnvProcess {
+                            env: env_id.clone(),
+                            problem: format!(
+                                "render() changed its picture from {height}x{width} to {}x{} during a \
+                                 game, and a recording keeps one size; make render() return one size, \
+                                 or leave out --render",
+                                frame.height, frame.width
+                            ),
+                        });
+                    }
                     Some(recorder) => recorder,
                     None => recorder.insert(GifWriter::create(
                         file,

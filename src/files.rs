@@ -39,7 +39,14 @@ pub fn create_dir_all(path: &Path) -> io::Result<()> {
             ),
         )),
         Err(following) => Err(following),
-        Ok(_) => Err(io::Error::new(io::ErrorKind::NotADirectory, "it is a file, not a folder")),
+        Ok(metadata) => Err(io::Error::new(
+            io::ErrorKind::AlreadyExists,
+            if is_device(metadata.file_type()) {
+                "it is a device, not a folder"
+            } else {
+                "it is a file, not a folder"
+            },
+        )),
     }
 }
 
@@ -92,6 +99,13 @@ mod tests {
         std::fs::write(dir.join("file"), "").unwrap();
         let file = create_dir_all(&dir.join("file")).unwrap_err();
         assert!(file.to_string().contains("it is a file, not a folder"), "{file}");
+        let device = create_dir_all(Path::new("/dev/null")).unwrap_err();
+        assert!(device.to_string().contains("it is a device, not a folder"), "{device}");
+        assert_eq!(
+            crate::error::Error::Io { action: "create", path: "/dev/null".into(), cause: device }
+                .to_string(),
+            "cannot create /dev/null: it is a device, not a folder; pass another path"
+        );
         std::os::unix::fs::symlink(dir.join("loop"), dir.join("loop")).unwrap();
         let looped = create_dir_all(&dir.join("loop")).unwrap_err();
         assert!(looped.to_string().contains("symbolic link that cannot be followed"), "{looped}");

@@ -78,6 +78,11 @@ impl GifWriter {
         })
     }
 
+    /// The width and height every frame of this recording has.
+    pub fn size(&self) -> (u16, u16) {
+        (self.width as u16, self.height as u16)
+    }
+
     /// Adds the next frame; it must have the size given to [`GifWriter::create`].
     pub fn add(&mut self, frame: &Frame) -> Result<()> {
         assert_eq!(

@@ -103,6 +103,8 @@ pub struct Monitor<'a> {
     last_save: Option<Instant>,
     /// The first error of the monitor's own (log, checkpoint), ended with.
     error: Option<Error>,
+    /// Updates the model had when this run started (resumed ones, or 0).
+    updates_at_start: u64,
 }
 
 impl<'a> Monitor<'a> {
@@ -180,6 +182,7 @@ impl<'a> Monitor<'a> {
             unsaved: None,
             last_save: None,
             error: None,
+            updates_at_start: resumed.updates,
         })
     }
 
@@ -431,8 +434,18 @@ impl<'a> Monitor<'a> {
         if let Some(err) = self.error.take().or(thread_failure) {
             if err.is_environment_failure() {
                 // The environment failed, not the model: what training reached is
-                // kept, as after a stop.
-                self.keep_final("stopped by a failed environment")?;
+                // kept, as after a stop. Weights no update has changed are not worth a
+                // save: a fresh run's would stand in the way of the run that follows
+                // the environment's fix, and a resumed run's would rotate out the set
+                // before them for the same weights.
+                if self.counters.updates.load(Ordering::Relaxed) > self.updates_at_start {
+                    self.keep_final("stopped by a failed environment")?;
+                } else if self.config.leads() {
+                    console::say(&format!(
+                        "stopped by a failed environment before the first update: nothing saved in {}",
+                        self.config.run.save_model_dir.display()
+                    ));
+                }
             }
             return Err(err);
         }

@@ -7,8 +7,8 @@ use std::path::Path;
 use crate::util::{assert_no_env_host_left, assert_one_line_error, sidecar_json, Scratch};
 
 /// A user's environment: observations of `size` values, two actions, a reward of 1 a
-/// step; `fail` makes step `after` raise, crash, abort, exit, hang, or print to stdout (which
-/// must not disturb a3g's pipe).
+/// step; `fail` makes step `after` raise, crash, abort, exit (alone, or leaving a process
+/// it forked), hang, or print to stdout (which must not disturb a3g's pipe).
 const USER_ENV: &str = r#"
 import os, sys, time
 import numpy as np
@@ -17,10 +17,11 @@ import gymnasium as gym
 class Corridor(gym.Env):
     metadata = {"render_modes": ["rgb_array"], "render_fps": 10}
 
-    def __init__(self, size=3, fail="none", after=50, render_mode=None):
+    def __init__(self, size=3, fail="none", after=50, frames="fixed", render_mode=None):
         self.observation_space = gym.spaces.Box(-1.0, 1.0, (size,), np.float32)
         self.action_space = gym.spaces.Discrete(2)
         self.size, self.fail, self.after, self.steps = size, fail, after, 0
+        self.frames = frames
         self.render_mode = render_mode
 
     def reset(self, seed=None, options=None):
@@ -39,6 +40,12 @@ class Corridor(gym.Env):
                 os.abort()
             if self.fail == "exit":
                 os._exit(3)
+            if self.fail == "fork-exit":
+                # A process it started outlives it, holding its pipes open.
+                if os.fork() == 0:
+                    time.sleep(3600)
+                    os._exit(0)
+                os._exit(3)
             if self.fail == "hang":
                 time.sleep(3600)
         print("a chatty environment writes to stdout")
@@ -47,7 +54,10 @@ class Corridor(gym.Env):
         return observation, 1.0, abs(self.position) >= 10, False, {}
 
     def render(self):
-        return np.zeros((8, 8, 3), np.uint8)
+        if self.frames == "empty":
+            return np.zeros((0, 0, 3), np.uint8)
+        taller = self.steps if self.frames == "growing" else 0
+        return np.zeros((8 + taller, 8, 3), np.uint8)
 
 class Pixels(Corridor):
     """The corridor seen as a 30x40 colour picture: a white column where the agent is."""
@@ -69,10 +79,35 @@ class Pixels(Corridor):
         _, reward, terminated, truncated, info = super().step(action)
         return self.picture(), reward, terminated, truncated, info
 
+class FloatPixels(Pixels):
+    def step(self, action):
+        picture, reward, terminated, truncated, info = super().step(action)
+        return picture / 255.0, reward, terminated, truncated, info
+
+class ChannelsFirst(Pixels):
+    def step(self, action):
+        picture, reward, terminated, truncated, info = super().step(action)
+        return picture.transpose(2, 0, 1), reward, terminated, truncated, info
+
 class Mapping(Corridor):
     def __init__(self):
         super().__init__()
         self.observation_space = gym.spaces.Dict({"a": gym.spaces.Discrete(2)})
+
+class ManyActions(Corridor):
+    def __init__(self):
+        super().__init__()
+        self.action_space = gym.spaces.Discrete(10**9)
+
+class HugeReward(Corridor):
+    def step(self, action):
+        observation, _, terminated, truncated, info = super().step(action)
+        return observation, 1e300, terminated, truncated, info
+
+class IntegerActions(Corridor):
+    def __init__(self):
+        super().__init__()
+        self.action_space = gym.spaces.Box(0, 4, (1,), np.int64)
 
 class OldGym(Corridor):
     """Gym's API before 0.26: reset() takes no seed and returns the observation alone."""
@@ -179,6 +214,27 @@ fn a_users_class_is_made_again_as_it_was_trained() {
     assert_no_env_host_left(&scratch);
 }
 
+/// `eval --render` of a class whose pictures it cannot record (one of no pixels, or
+/// one that changes size within a game) ends on one line saying so.
+#[test]
+fn pictures_a_recording_cannot_hold_are_refused_on_one_line() {
+    let cases = [
+        ("empty", "render() gave a 0x0 picture a3g cannot record"),
+        ("growing", "render() changed its picture from 8x8 to 9x8 during a game"),
+    ];
+    for (frames, expected) in cases {
+        let scratch = Scratch::new(&format!("gym-frames-{frames}"));
+        let kwargs = format!(r#"{{"frames": "{frames}"}}"#);
+        let run = train_user_env(&scratch, &kwargs, &["--max-steps", "100"]);
+        assert!(run.status.success(), "{}", run.stderr);
+        let env = "corridor.py:Corridor";
+        let run = scratch.a3g_gym(&["eval", "--env", env, "--num-episodes", "1", "--render"]);
+        let line = assert_one_line_error(&run);
+        assert!(line.contains(expected), "{frames}: {line}");
+        assert_no_env_host_left(&scratch);
+    }
+}
+
 /// Image observations go to the convolutional networks: a user's class that shows a
 /// 30x40 colour picture trains with the universe network on 42x42 grey screens, which
 /// the sidecar records and `eval` plays again.
@@ -199,7 +255,8 @@ fn images_from_a_users_class_feed_the_universe_network() {
 
 /// An environment that raises, crashes, aborts, exits or hangs mid-run ends the run on one
 /// line naming it, the thread and what happened, keeps what training reached in a
-/// checkpoint, and leaves no Python process behind.
+/// checkpoint, and leaves no Python process behind, nor one it started; a host that
+/// ended is told from a slow one though a process it forked holds its pipe.
 #[test]
 fn a_failing_environment_ends_the_run_on_one_line() {
     let cases = [
@@ -207,6 +264,7 @@ fn a_failing_environment_ends_the_run_on_one_line() {
         ("crash", "killed by signal 11 (SIGSEGV, a crash) during step(), its last words: Fatal Python error: Segmentation fault"),
         ("abort", "killed by signal 6 (SIGABRT) during step(), its last words: Fatal Python error: Aborted"),
         ("exit", "exited with status 3 during step(), its last words: a chatty environment writes to stdout"),
+        ("fork-exit", "exited with status 3 during step()"),
         ("hang", "no reply to step() within 2 s, so its Python process was stopped"),
     ];
     for (fail, expected) in cases {
@@ -235,16 +293,57 @@ fn a_failing_environment_ends_the_run_on_one_line() {
     }
 }
 
+/// An environment that fails before the first update leaves no checkpoint, which would
+/// be untrained weights standing in the way of the next run once the environment is
+/// mended.
+#[test]
+fn an_environment_that_fails_at_once_leaves_no_checkpoint() {
+    let scratch = Scratch::new("gym-fail-at-once");
+    let model = scratch.path("trained_models/corridor.py:Corridor.safetensors");
+    let run = train_user_env(&scratch, r#"{"fail": "exit", "after": 1}"#, &["--max-steps", "1000"]);
+    let line = assert_one_line_error(&run);
+    assert!(line.contains("exited with status 3 during step()"), "{line}");
+    assert!(
+        run.stdout
+            .contains("stopped by a failed environment before the first update: nothing saved"),
+        "{}",
+        run.stdout
+    );
+    assert!(!Path::new(&model).exists());
+    let mended = train_user_env(&scratch, r#"{"fail": "none"}"#, &["--max-steps", "200"]);
+    assert!(mended.status.success(), "{}", mended.stderr);
+    assert!(Path::new(&model).is_file());
+    assert_no_env_host_left(&scratch);
+}
+
 /// What a3g cannot play or start is refused on one line: a space it has no network for
-/// (naming it), kwargs that are not a JSON object, kwargs for a built-in id, a Python
-/// that does not exist, a class that is not there, kwargs the class does not take, and
-/// old Gym's API (with what to do about it).
+/// (naming it), one too large for memory at any hidden size, pictures not of the type
+/// and shape their space says, a reward past 32-bit floats, kwargs that are not a JSON
+/// object, kwargs for a built-in id, a Python that does not exist, a class that is not
+/// there, kwargs the class does not take, and old Gym's API (with what to do about it).
 #[test]
 fn what_the_bridge_cannot_play_is_refused_on_one_line() {
     let scratch = Scratch::new("gym-refused");
     scratch.write("corridor.py", USER_ENV);
-    let cases: [(&[&str], &str); 10] = [
+    let cases: [(&[&str], &str); 15] = [
+        (
+            &["--env", "corridor.py:HugeReward"],
+            "step() gave the reward 1e300, beyond the 3.4028235e38",
+        ),
+        (&["--env", "corridor.py:IntegerActions"], "its action space is a Box of int64"),
+        (
+            &["--env", "corridor.py:FloatPixels", "--model", "universe"],
+            "the observation is an array of float64 shaped (30, 40, 3), not the uint8 (30, 40, 3)",
+        ),
+        (
+            &["--env", "corridor.py:ChannelsFirst", "--model", "universe"],
+            "the observation is an array of uint8 shaped (3, 30, 40), not the uint8 (30, 40, 3)",
+        ),
         (&["--env", "corridor.py:Mapping"], "its observation space Dict"),
+        (
+            &["--env", "corridor.py:ManyActions"],
+            "the environment's observations of 3 values and 1000000000 actions give",
+        ),
         (&["--env", "corridor.py:Corridor", "--env-kwargs", "[1]"], "is not a JSON object"),
         (&["--env", "CartPole-v1", "--env-kwargs", "{}"], "CartPole-v1 is built in"),
         (

@@ -2,7 +2,7 @@
 //! the flag to change, before any of it is allocated.
 
 use crate::error::{Error, Result};
-use crate::model::{Body, ModelSpec};
+use crate::model::{Body, Head, ModelSpec};
 
 /// Resident bytes one environment takes, with its worker's LSTM state and rollout: an
 /// Atari worker measured 0.47 MB (64 Pong workers against 8 with --model universe, 6 s
@@ -41,6 +41,19 @@ pub(super) fn check_memory(spec: &ModelSpec, plan: MemoryPlan, workers: usize) -
     let environments = environment_bytes(spec) * plan.environments as f64;
     let gigabytes = |bytes: f64| bytes / 1e9;
     if model > available {
+        let smallest = ModelSpec { hidden_size: 1, ..spec.clone() };
+        let smallest_bytes =
+            smallest.parameter_count() * 4.0 * (8.0 + 2.0 * plan.model_copies as f64);
+        if smallest_bytes > available {
+            return Err(Error::BadArguments(format!(
+                "the environment's {} give {:.3e} parameters even at --hidden-size 1, which need about {:.1} GB \
+                 here and {:.1} GB is available; give the environment fewer actions or smaller observations",
+                environment_sizes(spec),
+                smallest.parameter_count(),
+                gigabytes(smallest_bytes),
+                gigabytes(available)
+            )));
+        }
         return Err(Error::BadArguments(format!(
             "--hidden-size {} gives {:.3e} parameters, which need about {:.1} GB here (weights, optimizer \
              statistics and {} training copies) and {:.1} GB is available; pick a smaller --hidden-size",
@@ -71,6 +84,18 @@ pub(super) fn check_memory(spec: &ModelSpec, plan: MemoryPlan, workers: usize) -
         )));
     }
     Ok(())
+}
+
+/// The sizes an environment gives the network, as a user would name them.
+fn environment_sizes(spec: &ModelSpec) -> String {
+    let actions = match &spec.head {
+        Head::Discrete { actions } => format!("{actions} actions"),
+        Head::Gaussian { low, .. } => format!("{} action dimensions", low.len()),
+    };
+    match spec.body {
+        Body::Mlp { inputs, .. } => format!("observations of {inputs} values and {actions}"),
+        _ => actions,
+    }
 }
 
 /// Bytes of memory available to new allocations: MemAvailable in /proc/meminfo, or

@@ -62,6 +62,8 @@ LOADED_FILES = {}
 def load_class(target):
     """`file.py:Class` or `module:Class`."""
     where, _, name = target.rpartition(":")
+    if not name:
+        raise ValueError(f"{target} names no class after its colon; write file.py:Class or module:Class")
     if where.endswith(".py"):
         path = os.path.realpath(where)
         # A file that gives both the environment and a wrapper runs once.
@@ -93,7 +95,15 @@ def make(request):
     if request["gym_id"] is not None:
         env = gymnasium.make(request["gym_id"], **kwargs)
     else:
-        env = load_class(request["class"])(**kwargs)
+        made = load_class(request["class"])
+        try:
+            env = made(**kwargs)
+        except TypeError as error:
+            if request["render"] and "render_mode" in str(error):
+                raise TypeError(
+                    f"{error}: eval --render makes it with render_mode='rgb_array', which its __init__ must take"
+                ) from error
+            raise
     for wrapper in request["wrappers"]:
         env = load_class(wrapper)(env)
     return env
@@ -106,7 +116,9 @@ def checked_reset(env, seed):
         if "unexpected keyword argument 'seed'" in str(error):
             raise TypeError("reset() takes no seed, as in old Gym") from error
         raise
-    if not (isinstance(result, tuple) and len(result) == 2 and isinstance(result[1], dict)):
+    if isinstance(result, tuple) and len(result) == 2 and not isinstance(result[1], dict):
+        raise TypeError(f"reset() returned (observation, {type(result[1]).__name__}); its info must be a dict")
+    if not (isinstance(result, tuple) and len(result) == 2):
         raise TypeError(f"reset() returned {type(result).__name__}, not (observation, info), as in old Gym")
     return result[0]
 
@@ -137,8 +149,9 @@ def describe_space(space):
             "shape": [int(size) for size in space.shape],
             "dtype": str(space.dtype),
             # JSON has no infinity: an unbounded side is null.
-            "low": [finite_or_none(x) for x in np.asarray(space.low, dtype=np.float64).ravel()][:4096],
-            "high": [finite_or_none(x) for x in np.asarray(space.high, dtype=np.float64).ravel()][:4096],
+            # Cut before converting: a space of millions of elements would take minutes.
+            "low": [finite_or_none(x) for x in np.ravel(space.low)[:4096].astype(np.float64)],
+            "high": [finite_or_none(x) for x in np.ravel(space.high)[:4096].astype(np.float64)],
         }
     return {"kind": "other", "name": type(space).__name__, "text": str(space)[:200]}
 
@@ -155,6 +168,7 @@ class Observations:
         self.one_hot = space["n"] if kind == "discrete" else None
         self.start = space.get("start", 0)
         shape = space.get("shape", [])
+        self.shape = tuple(shape)
         # As a3g reads images: height x width, or with 1, 3 or 4 channels.
         self.image = (
             kind == "box"
@@ -169,7 +183,14 @@ class Observations:
             encoded[int(observation) - self.start] = 1.0
             return encoded.tobytes()
         if self.image:
-            return np.ascontiguousarray(observation, dtype=np.uint8).tobytes()
+            # Bytes of another type or layout would pass the length check as noise.
+            image = np.asarray(observation)
+            if image.dtype != np.uint8 or image.shape != self.shape:
+                raise ValueError(
+                    f"the observation is an array of {image.dtype} shaped {image.shape}, "
+                    f"not the uint8 {self.shape} of its observation space"
+                )
+            return np.ascontiguousarray(image).tobytes()
         return np.ascontiguousarray(observation, dtype=np.float32).ravel().tobytes()
 
 

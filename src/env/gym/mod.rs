@@ -34,6 +34,9 @@ const STARTUP_TIMEOUT: Duration = Duration::from_secs(120);
 /// The Python side, run with `python -c`.
 const HOST: &str = include_str!("host.py");
 
+/// How often a wait for a reply checks whether the host has ended.
+const EXIT_CHECK_INTERVAL: Duration = Duration::from_millis(250);
+
 /// How `--env` names an environment from outside a3g.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Target {
@@ -287,8 +290,16 @@ impl PythonEnv {
         let mut filled = 0;
         while filled < buffer.len() {
             let left = deadline.saturating_duration_since(Instant::now());
-            if !readable_within(&self.replies, left) {
-                return Err(self.hung(what));
+            // Waited on in slices: a process the environment forked keeps the reply
+            // pipe open after the host itself has ended, so no end of file tells.
+            if !readable_within(&self.replies, left.min(EXIT_CHECK_INTERVAL)) {
+                if let Ok(Some(_)) = self.child.try_wait() {
+                    return Err(self.died(what));
+                }
+                if left <= EXIT_CHECK_INTERVAL {
+                    return Err(self.hung(what));
+                }
+                continue;
             }
             match self.replies.read(&mut buffer[filled..]) {
                 Ok(0) => return Err(self.died(what)),
@@ -304,6 +315,7 @@ impl PythonEnv {
     fn hung(&mut self, what: &str) -> Error {
         let _ = self.child.kill();
         let _ = self.child.wait();
+        self.end_process_group();
         self.fail(format!(
             "no reply to {what} within {} s, so its Python process was stopped; raise --env-timeout \
              if the environment is that slow",
@@ -336,10 +348,28 @@ impl PythonEnv {
             },
             None => "ended".to_string(),
         };
+        self.end_process_group();
         let last = last_line(&mut self.stderr);
         let said =
             if last.is_empty() { String::new() } else { format!(", its last words: {last}") };
-        self.fail(format!("its Python process {how} during {what}{said}"))
+        // A process that ends before it says anything may not be a3g's host at all.
+        let advice = if what == "start" && last.is_empty() {
+            "; check that --python (or A3G_PYTHON) names a Python 3 with gymnasium"
+        } else {
+            ""
+        };
+        self.fail(format!("its Python process {how} during {what}{said}{advice}"))
+    }
+
+    /// Kills what the environment started and left running (a simulator it forked),
+    /// once its host has ended: they are in the host's process group, which it leads.
+    fn end_process_group(&self) {
+        // While any of them lives the group keeps the host's id from being handed out
+        // again; with none left, no group has that id and the call finds nothing.
+        // SAFETY: kill takes plain integers and touches no memory.
+        unsafe {
+            libc::kill(-(self.child.id() as libc::pid_t), libc::SIGKILL);
+        }
     }
 
     fn observation(&self, bytes: &[u8], what: &str) -> Result<Vec<f32>> {
@@ -410,6 +440,14 @@ impl Env for PythonEnv {
                 self.fail(format!("step() gave the reward {reward}; rewards must be finite"))
             );
         }
+        if (reward as f32).is_infinite() {
+            return Err(self.fail(format!(
+                "step() gave the reward {reward:e}, beyond the {:e} that a3g's 32-bit floats hold; \
+                 scale the rewards down (a gymnasium.wrappers:TransformReward wrapper, or in the \
+                 environment)",
+                f32::MAX
+            )));
+        }
         self.steps += 1;
         self.elapsed_steps += 1;
         let cut = self.max_episode_steps.is_some_and(|max| self.elapsed_steps >= max);
@@ -433,7 +471,7 @@ impl Env for PythonEnv {
         let (height, width) = (size(0) as usize, size(4) as usize);
         let rgb = &payload[8..];
         let fits = u16::try_from(width).is_ok() && u16::try_from(height).is_ok();
-        if !fits || rgb.len() != width * height * 3 {
+        if !fits || width == 0 || height == 0 || rgb.len() != width * height * 3 {
             return Err(
                 self.fail(format!("render() gave a {height}x{width} picture a3g cannot record"))
             );
@@ -455,12 +493,14 @@ impl Drop for PythonEnv {
         let deadline = Instant::now() + Duration::from_millis(200);
         while Instant::now() < deadline {
             if let Ok(Some(_)) = self.child.try_wait() {
+                self.end_process_group();
                 return;
             }
             std::thread::sleep(Duration::from_millis(5));
         }
         let _ = self.child.kill();
         let _ = self.child.wait();
+        self.end_process_group();
     }
 }
 
@@ -468,6 +508,12 @@ impl Drop for PythonEnv {
 fn action_space(space: &SpaceDescription) -> std::result::Result<ActionSpace, String> {
     match space {
         SpaceDescription::Discrete { n } if *n >= 1 => Ok(ActionSpace::Discrete { n: *n as usize }),
+        SpaceDescription::Box { shape, dtype, .. } if shape.len() == 1 && !dtype.starts_with("float") => {
+            Err(format!(
+                "its action space is a Box of {dtype}, and a3g's Gaussian policy gives real numbers; \
+                 make it a Box of float32 (rounding in step()), or a Discrete space"
+            ))
+        }
         SpaceDescription::Box { shape, low, high, .. } if shape.len() == 1 => {
             let bounds = |side: &[Option<f64>]| -> Option<Vec<f32>> {
                 side.iter().map(|bound| bound.map(|bound| bound as f32)).collect()
@@ -481,6 +527,14 @@ fn action_space(space: &SpaceDescription) -> std::result::Result<ActionSpace, St
                 return Err(format!(
                     "its action space has {} dimensions, too many for a3g",
                     shape[0]
+                ));
+            }
+            // The policy maps its output onto low..high, so the span must be a float too.
+            if low.iter().zip(&high).any(|(low, high)| !(high - low).is_finite()) {
+                return Err(format!(
+                    "its action space is a Box whose bounds span more than the {:e} that a3g's \
+                     32-bit floats hold; give it the bounds the environment really takes",
+                    f32::MAX
                 ));
             }
             Ok(ActionSpace::Continuous { low, high })
@@ -701,6 +755,18 @@ mod tests {
         };
         assert!(action_space(&unbounded).unwrap_err().contains("infinite"));
         assert_eq!(observation_shape(&unbounded).unwrap(), vec![1]);
+        let box_of = |dtype: &str, low: f64, high: f64| SpaceDescription::Box {
+            shape: vec![1],
+            dtype: dtype.into(),
+            low: vec![Some(low)],
+            high: vec![Some(high)],
+        };
+        for (low, high) in [(-1e300, 1e300), (-3e38, 3e38)] {
+            let error = action_space(&box_of("float64", low, high)).unwrap_err();
+            assert!(error.contains("32-bit floats"), "{low}..{high}: {error}");
+        }
+        assert!(action_space(&box_of("float64", -1e30, 1e30)).is_ok());
+        assert!(action_space(&box_of("int64", 0.0, 4.0)).unwrap_err().contains("Box of int64"));
         let grid = SpaceDescription::Box {
             shape: vec![5, 4],
             dtype: "float32".into(),
