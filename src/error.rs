@@ -207,9 +207,8 @@ fn io_remedy(error: &std::io::Error) -> &'static str {
             "check the permissions, or pass a folder you can write to"
         }
         ErrorKind::NotFound => "check that the path exists",
-        ErrorKind::NotADirectory => "a part of the path is a file, not a folder; pass another path",
-        // files::create_dir_all has already said what is in the way.
-        ErrorKind::AlreadyExists => "pass another path",
+        // Said of the path itself (files::create_dir_all) or of a part of it (the OS).
+        ErrorKind::NotADirectory => "pass a path that is a folder or can be made one",
         ErrorKind::IsADirectory => "it is a folder; pass a file path",
         _ => "check the path and the disk, then run again",
     }

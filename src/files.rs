@@ -40,7 +40,7 @@ pub fn create_dir_all(path: &Path) -> io::Result<()> {
         )),
         Err(following) => Err(following),
         Ok(metadata) => Err(io::Error::new(
-            io::ErrorKind::AlreadyExists,
+            io::ErrorKind::NotADirectory,
             if is_device(metadata.file_type()) {
                 "it is a device, not a folder"
             } else {
@@ -104,7 +104,7 @@ mod tests {
         assert_eq!(
             crate::error::Error::Io { action: "create", path: "/dev/null".into(), cause: device }
                 .to_string(),
-            "cannot create /dev/null: it is a device, not a folder; pass another path"
+            "cannot create /dev/null: it is a device, not a folder; pass a path that is a folder or can be made one"
         );
         std::os::unix::fs::symlink(dir.join("loop"), dir.join("loop")).unwrap();
         let looped = create_dir_all(&dir.join("loop")).unwrap_err();

@@ -348,6 +348,11 @@ impl<'a> Monitor<'a> {
         if self.last_save.is_some_and(|last| last.elapsed() < interval) {
             return;
         }
+        // Weights no update has changed are the fresh or resumed ones: not worth a
+        // file, nor the rotation of the set before them.
+        if !self.trained_this_run() {
+            return;
+        }
         let Some(keep) = self.unsaved.take() else { return };
         self.last_save = Some(Instant::now());
         if let Err(err) = self.save(&keep) {
@@ -387,6 +392,12 @@ impl<'a> Monitor<'a> {
 
     /// This run's counters as they are now, the other ranks' included, with
     /// `test_games`.
+    /// Whether any update, of this rank or merged from the others, has changed the
+    /// weights the run started from.
+    fn trained_this_run(&self) -> bool {
+        self.world_counters(0).updates > self.updates_at_start
+    }
+
     fn world_counters(&self, test_games: u64) -> SavedCounters {
         let (counters, peers) = (&self.counters, self.peers.as_deref());
         SavedCounters {
@@ -438,7 +449,7 @@ impl<'a> Monitor<'a> {
                 // save: a fresh run's would stand in the way of the run that follows
                 // the environment's fix, and a resumed run's would rotate out the set
                 // before them for the same weights.
-                if self.counters.updates.load(Ordering::Relaxed) > self.updates_at_start {
+                if self.trained_this_run() {
                     self.keep_final("stopped by a failed environment")?;
                 } else if self.config.leads() {
                     console::say(&format!(

@@ -97,7 +97,7 @@ class Mapping(Corridor):
 class ManyActions(Corridor):
     def __init__(self):
         super().__init__()
-        self.action_space = gym.spaces.Discrete(10**9)
+        self.action_space = gym.spaces.Discrete(10**12)
 
 class HugeReward(Corridor):
     def step(self, action):
@@ -342,7 +342,7 @@ fn what_the_bridge_cannot_play_is_refused_on_one_line() {
         (&["--env", "corridor.py:Mapping"], "its observation space Dict"),
         (
             &["--env", "corridor.py:ManyActions"],
-            "the environment's observations of 3 values and 1000000000 actions give",
+            "the environment's observations of 3 values and 1000000000000 actions give",
         ),
         (&["--env", "corridor.py:Corridor", "--env-kwargs", "[1]"], "is not a JSON object"),
         (&["--env", "CartPole-v1", "--env-kwargs", "{}"], "CartPole-v1 is built in"),

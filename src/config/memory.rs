@@ -47,11 +47,13 @@ pub(super) fn check_memory(spec: &ModelSpec, plan: MemoryPlan, workers: usize) -
         if smallest_bytes > available {
             return Err(Error::BadArguments(format!(
                 "the environment's {} give {:.3e} parameters even at --hidden-size 1, which need about {:.1} GB \
-                 here and {:.1} GB is available; give the environment fewer actions or smaller observations",
+                 here and {:.1} GB is available; give the environment fewer {}",
                 environment_sizes(spec),
                 smallest.parameter_count(),
                 gigabytes(smallest_bytes),
-                gigabytes(available)
+                gigabytes(available),
+                // The screen networks' inputs are a fixed size, whatever the environment's.
+                if matches!(spec.body, Body::Mlp { .. }) { "actions or smaller observations" } else { "actions" }
             )));
         }
         return Err(Error::BadArguments(format!(

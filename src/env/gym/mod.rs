@@ -124,6 +124,9 @@ pub struct PythonEnv {
     /// `--env` as given.
     id: String,
     child: Child,
+    /// Whether the host's process group has been killed, which is done once, before
+    /// the host is reaped.
+    group_ended: bool,
     requests: Option<ChildStdin>,
     replies: ChildStdout,
     /// The process's stderr: an unlinked file, whose last line says why it died.
@@ -200,6 +203,7 @@ impl PythonEnv {
         let mut env = PythonEnv {
             id: env.to_string(),
             child,
+            group_ended: false,
             requests: Some(requests),
             replies,
             stderr,
@@ -293,7 +297,9 @@ impl PythonEnv {
             // Waited on in slices: a process the environment forked keeps the reply
             // pipe open after the host itself has ended, so no end of file tells.
             if !readable_within(&self.replies, left.min(EXIT_CHECK_INTERVAL)) {
-                if let Ok(Some(_)) = self.child.try_wait() {
+                // A host that wrote its last reply (a traceback) and ended between the
+                // wait and this check has left that reply to be read first.
+                if self.host_ended() && !readable_within(&self.replies, Duration::ZERO) {
                     return Err(self.died(what));
                 }
                 if left <= EXIT_CHECK_INTERVAL {
@@ -313,9 +319,8 @@ impl PythonEnv {
 
     /// The error for a process that gave no reply in time; the process is killed.
     fn hung(&mut self, what: &str) -> Error {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
         self.end_process_group();
+        let _ = self.child.wait();
         self.fail(format!(
             "no reply to {what} within {} s, so its Python process was stopped; raise --env-timeout \
              if the environment is that slow",
@@ -326,18 +331,11 @@ impl PythonEnv {
     /// The error for a process that ended: how, and its stderr's last line.
     fn died(&mut self, what: &str) -> Error {
         let deadline = Instant::now() + Duration::from_secs(2);
-        let status = loop {
-            match self.child.try_wait() {
-                Ok(Some(status)) => break Some(status),
-                Ok(None) if Instant::now() < deadline => {
-                    std::thread::sleep(Duration::from_millis(10))
-                }
-                _ => {
-                    let _ = self.child.kill();
-                    break self.child.wait().ok();
-                }
-            }
-        };
+        while !self.host_ended() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        self.end_process_group();
+        let status = self.child.wait().ok();
         let how = match status {
             Some(status) => match (status.code(), status.signal()) {
                 (Some(code), _) => format!("exited with status {code}"),
@@ -348,12 +346,12 @@ impl PythonEnv {
             },
             None => "ended".to_string(),
         };
-        self.end_process_group();
         let last = last_line(&mut self.stderr);
         let said =
             if last.is_empty() { String::new() } else { format!(", its last words: {last}") };
         // A process that ends before it says anything may not be a3g's host at all.
-        let advice = if what == "start" && last.is_empty() {
+        let exited = status.is_some_and(|status| status.code().is_some());
+        let advice = if what == "start" && exited && last.is_empty() {
             "; check that --python (or A3G_PYTHON) names a Python 3 with gymnasium"
         } else {
             ""
@@ -361,11 +359,27 @@ impl PythonEnv {
         self.fail(format!("its Python process {how} during {what}{said}{advice}"))
     }
 
-    /// Kills what the environment started and left running (a simulator it forked),
-    /// once its host has ended: they are in the host's process group, which it leads.
-    fn end_process_group(&self) {
-        // While any of them lives the group keeps the host's id from being handed out
-        // again; with none left, no group has that id and the call finds nothing.
+    /// Whether the host has ended, left unreaped: until it is reaped its id, and so
+    /// its group's, cannot be handed to another process.
+    fn host_ended(&self) -> bool {
+        if self.group_ended {
+            return true;
+        }
+        // SAFETY: waitid writes only the siginfo_t it is given.
+        unsafe {
+            let mut info: libc::siginfo_t = std::mem::zeroed();
+            let flags = libc::WEXITED | libc::WNOHANG | libc::WNOWAIT;
+            libc::waitid(libc::P_PID, self.child.id(), &mut info, flags) == 0 && info.si_pid() != 0
+        }
+    }
+
+    /// Kills the host's process group, the host (which leads it) and whatever the
+    /// environment started there and left running (a simulator it forked); called
+    /// before the host is reaped, so the group's id is still theirs.
+    fn end_process_group(&mut self) {
+        if std::mem::replace(&mut self.group_ended, true) {
+            return;
+        }
         // SAFETY: kill takes plain integers and touches no memory.
         unsafe {
             libc::kill(-(self.child.id() as libc::pid_t), libc::SIGKILL);
@@ -491,20 +505,16 @@ impl Drop for PythonEnv {
     fn drop(&mut self) {
         drop(self.requests.take());
         let deadline = Instant::now() + Duration::from_millis(200);
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                self.end_process_group();
-                return;
-            }
+        while !self.host_ended() && Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(5));
         }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
         self.end_process_group();
+        let _ = self.child.wait();
     }
 }
 
-/// The action space a3g plays: Discrete, or a 1-D Box with finite bounds.
+/// The action space a3g plays: Discrete, or a 1-D Box of floats whose bounds and their
+/// span are finite in 32-bit floats.
 fn action_space(space: &SpaceDescription) -> std::result::Result<ActionSpace, String> {
     match space {
         SpaceDescription::Discrete { n } if *n >= 1 => Ok(ActionSpace::Discrete { n: *n as usize }),
@@ -672,6 +682,10 @@ fn readable_within(pipe: &ChildStdout, wait: Duration) -> bool {
         }
         let interrupted =
             ready < 0 && std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted;
+        if ready < 0 && !interrupted {
+            // Not a wait's end: the caller, which waits in slices, would spin on it.
+            std::thread::sleep(left);
+        }
         if !interrupted || left.is_zero() {
             return false;
         }
