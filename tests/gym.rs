@@ -325,7 +325,11 @@ fn an_environment_that_fails_at_once_leaves_no_checkpoint() {
 fn what_the_bridge_cannot_play_is_refused_on_one_line() {
     let scratch = Scratch::new("gym-refused");
     scratch.write("corridor.py", USER_ENV);
-    let cases: [(&[&str], &str); 15] = [
+    let cases: [(&[&str], &str); 16] = [
+        (
+            &["--env", "corridor.py:Corridor:Extra"],
+            "corridor.py:Corridor:Extra has a colon too many",
+        ),
         (
             &["--env", "corridor.py:HugeReward"],
             "step() gave the reward 1e300, beyond the 3.4028235e38",

@@ -64,6 +64,8 @@ def load_class(target):
     where, _, name = target.rpartition(":")
     if not name:
         raise ValueError(f"{target} names no class after its colon; write file.py:Class or module:Class")
+    if ":" in where and not where.endswith(".py"):
+        raise ValueError(f"{target} has a colon too many; write file.py:Class or module:Class")
     if where.endswith(".py"):
         path = os.path.realpath(where)
         # A file that gives both the environment and a wrapper runs once.
