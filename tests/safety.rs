@@ -184,8 +184,9 @@ fn a_kill_at_any_moment_leaves_a_whole_checkpoint() {
 }
 
 /// --save-interval holds back the checkpoints after test games: CartPole's test agent
-/// plays its first games in milliseconds each, and a run killed after 50 of them, with
-/// an hour's interval, has on disk only the checkpoint of its first.
+/// plays its games in milliseconds each, and a run killed 50 games after its first
+/// checkpoint (the first test game after the first update), with an hour's interval,
+/// has on disk only that checkpoint.
 #[test]
 fn save_interval_holds_back_checkpoints() {
     let scratch = Scratch::new("save-interval");
@@ -194,24 +195,32 @@ fn save_interval_holds_back_checkpoints() {
     let mut stdout = Lines::stdout(&mut child);
     let games_logged = || {
         std::fs::read_to_string(scratch.path("logs/CartPole-v1_log"))
-            .map(|log| log.matches("episode reward").count())
+            .map(|log| log.matches("episode reward").count() as u64)
             .unwrap_or(0)
+    };
+    let saved_games = || {
+        let sidecar =
+            std::fs::read_to_string(scratch.path("trained_models/CartPole-v1.json")).ok()?;
+        let sidecar: serde_json::Value = serde_json::from_str(&sidecar).ok()?;
+        sidecar["counters"]["test_games"].as_u64()
     };
     stdout.wait_for("episode reward");
     let since = Instant::now();
-    while games_logged() < 50 {
-        assert!(since.elapsed() < Duration::from_secs(50), "fewer than 50 test games");
+    let first_saved = loop {
+        if let Some(games) = saved_games() {
+            break games;
+        }
+        assert!(since.elapsed() < Duration::from_secs(30), "no checkpoint after test games");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    while games_logged() < first_saved + 50 {
+        assert!(since.elapsed() < Duration::from_secs(50), "fewer than 50 more test games");
         std::thread::sleep(Duration::from_millis(20));
     }
     signal(&child, "KILL");
     let _ = child.wait();
     drop(stdout);
-    let sidecar: serde_json::Value = serde_json::from_str(
-        &std::fs::read_to_string(scratch.path("trained_models/CartPole-v1.json")).unwrap(),
-    )
-    .unwrap();
-    let saved_games = sidecar["counters"]["test_games"].as_u64().unwrap();
-    assert!(saved_games < 50, "the checkpoint holds {saved_games} test games");
+    assert_eq!(saved_games(), Some(first_saved), "a checkpoint within --save-interval");
 }
 
 /// --load appends to the game log: the first run's games are still there, followed by
