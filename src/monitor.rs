@@ -390,14 +390,14 @@ impl<'a> Monitor<'a> {
         self.stop.request(StopReason::Failure(summary.into()));
     }
 
-    /// This run's counters as they are now, the other ranks' included, with
-    /// `test_games`.
     /// Whether any update, of this rank or merged from the others, has changed the
     /// weights the run started from.
     fn trained_this_run(&self) -> bool {
         self.world_counters(0).updates > self.updates_at_start
     }
 
+    /// This run's counters as they are now, the other ranks' included, with
+    /// `test_games`.
     fn world_counters(&self, test_games: u64) -> SavedCounters {
         let (counters, peers) = (&self.counters, self.peers.as_deref());
         SavedCounters {

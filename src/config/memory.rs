@@ -36,14 +36,14 @@ pub struct MemoryPlan {
 pub(super) fn check_memory(spec: &ModelSpec, plan: MemoryPlan, workers: usize) -> Result<()> {
     let Some(available) = available_memory() else { return Ok(()) };
     let parameter_bytes = spec.parameter_count() * 4.0;
-    let model = parameter_bytes * (8.0 + 2.0 * plan.model_copies as f64);
+    let model_bytes = |parameters: f64| parameters * 4.0 * (8.0 + 2.0 * plan.model_copies as f64);
+    let model = model_bytes(spec.parameter_count());
     let optimizers = parameter_bytes * 3.0 * plan.optimizer_copies as f64;
     let environments = environment_bytes(spec) * plan.environments as f64;
     let gigabytes = |bytes: f64| bytes / 1e9;
     if model > available {
         let smallest = ModelSpec { hidden_size: 1, ..spec.clone() };
-        let smallest_bytes =
-            smallest.parameter_count() * 4.0 * (8.0 + 2.0 * plan.model_copies as f64);
+        let smallest_bytes = model_bytes(smallest.parameter_count());
         if smallest_bytes > available {
             return Err(Error::BadArguments(format!(
                 "the environment's {} give {:.3e} parameters even at --hidden-size 1, which need about {:.1} GB \

@@ -118,10 +118,10 @@ def checked_reset(env, seed):
         if "unexpected keyword argument 'seed'" in str(error):
             raise TypeError("reset() takes no seed, as in old Gym") from error
         raise
-    if isinstance(result, tuple) and len(result) == 2 and not isinstance(result[1], dict):
-        raise TypeError(f"reset() returned (observation, {type(result[1]).__name__}); its info must be a dict")
     if not (isinstance(result, tuple) and len(result) == 2):
         raise TypeError(f"reset() returned {type(result).__name__}, not (observation, info), as in old Gym")
+    if not isinstance(result[1], dict):
+        raise TypeError(f"reset() returned (observation, {type(result[1]).__name__}); its info must be a dict")
     return result[0]
 
 

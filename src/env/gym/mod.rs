@@ -330,10 +330,7 @@ impl PythonEnv {
 
     /// The error for a process that ended: how, and its stderr's last line.
     fn died(&mut self, what: &str) -> Error {
-        let deadline = Instant::now() + Duration::from_secs(2);
-        while !self.host_ended() && Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(10));
-        }
+        self.wait_for_end(Duration::from_secs(2));
         self.end_process_group();
         let status = self.child.wait().ok();
         let how = match status {
@@ -370,6 +367,14 @@ impl PythonEnv {
             let mut info: libc::siginfo_t = std::mem::zeroed();
             let flags = libc::WEXITED | libc::WNOHANG | libc::WNOWAIT;
             libc::waitid(libc::P_PID, self.child.id(), &mut info, flags) == 0 && info.si_pid() != 0
+        }
+    }
+
+    /// Waits up to `within` for the host to end, leaving it unreaped.
+    fn wait_for_end(&self, within: Duration) {
+        let deadline = Instant::now() + within;
+        while !self.host_ended() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(5));
         }
     }
 
@@ -504,10 +509,7 @@ impl Drop for PythonEnv {
     /// at once (an environment stuck in its own code).
     fn drop(&mut self) {
         drop(self.requests.take());
-        let deadline = Instant::now() + Duration::from_millis(200);
-        while !self.host_ended() && Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(5));
-        }
+        self.wait_for_end(Duration::from_millis(200));
         self.end_process_group();
         let _ = self.child.wait();
     }
